@@ -1,0 +1,41 @@
+/**
+ * `mesh-host apply --bundle DIR`: one pass from a local folder of declaration files, with
+ * no git and no report. Used by the first node, by people trying a declaration, and by the
+ * benchmark. Roles named in `include` are read from DIR/roles/.
+ */
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { TreeReader } from '../declaration.js';
+import { nodeDir } from '../declaration.js';
+import { readConfig } from '../config.js';
+import { MeshError } from '../errors.js';
+import { hostPaths } from '../paths.js';
+import { applyDeclaration } from '../reconcile.js';
+import type { ReportBody } from '../report.js';
+import type { ResourceContext } from '../resources/handler.js';
+import { Store } from '../store.js';
+
+/** Apply the declaration in folder `bundle` to the machine at `ctx.root`. */
+export async function applyBundle(bundle: string, ctx: ResourceContext): Promise<ReportBody> {
+  const dir = resolve(bundle);
+  if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new MeshError('E_NO_BUNDLE', `bundle folder ${bundle} does not exist`);
+  const paths = hostPaths(ctx.root);
+  const node = readConfig(paths)?.node ?? 'bundle';
+  const store = Store.open(paths.store);
+  return applyDeclaration({ config: { node }, store, ctx }, folderTree(dir, nodeDir(node)), null);
+}
+
+/** A TreeReader over a plain folder that stands for `nodes/<node>/` (roles under DIR/roles/). */
+export function folderTree(dir: string, asDir: string): TreeReader {
+  const real = (path: string) => join(dir, path === asDir ? '.' : path.startsWith(asDir + '/') ? path.slice(asDir.length + 1) : path);
+  return {
+    async list(path) {
+      const p = real(path);
+      return existsSync(p) ? readdirSync(p, { withFileTypes: true }).filter((e) => e.isFile()).map((e) => e.name) : null;
+    },
+    async read(path) {
+      const p = real(path);
+      return existsSync(p) ? readFileSync(p, 'utf8') : null;
+    },
+  };
+}

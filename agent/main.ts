@@ -1,0 +1,82 @@
+#!/usr/bin/env node
+/**
+ * mesh-host: the agent on each machine. This is the composition root: the only place that
+ * builds the real clock, process runner and logger, and the one place errors become exit
+ * codes and messages (a stack trace is for bugs, not for bad input).
+ */
+import { Command, InvalidArgumentError } from 'commander';
+import { MeshError, messageOf } from './errors.js';
+import { realExec } from './exec.js';
+import { createLogger } from './log.js';
+import type { ResourceContext } from './resources/handler.js';
+import { HOST_VERSION } from './version.js';
+import { applyBundle } from './commands/apply.js';
+import { enrol } from './commands/enrol.js';
+import { run } from './commands/run.js';
+import { selfTest } from './commands/self-test.js';
+import { describeState } from './commands/state.js';
+import { printPass, printBody, printState, printSelfTest } from './output.js';
+
+const log = createLogger('mesh-host');
+const context = (root: string): ResourceContext => ({ root, exec: realExec, now: () => new Date() });
+
+const program = new Command('mesh-host')
+  .description('the mesh agent: applies this machine\'s declaration from the fleet repo and reports back')
+  .version(HOST_VERSION)
+  .showHelpAfterError();
+const withRoot = (c: Command) => c.option('--root <dir>', 'the machine\'s root folder (simulated machines use a temporary folder)', '/').option('--json', 'print results as JSON');
+
+withRoot(program.command('enrol').description('join the fleet with a one-time token').requiredOption('--token-file <file>', 'the token file from mesh-cli token issue'))
+  .action(async (o: { tokenFile: string; root: string; json?: boolean }) => {
+    const result = await enrol(o.tokenFile, context(o.root));
+    if (o.json) console.log(JSON.stringify(result));
+    else console.log(`enrolled as ${result.node} (generation ${result.generation}) with ${result.url}\nnode key: ${result.nodeKey}\nfirst report: ${result.report}`);
+  });
+
+withRoot(program.command('run').description('the reconcile loop'))
+  .option('--once', 'run one pass and exit')
+  .option('--interval <duration>', 'time between passes', parseDuration, 60_000)
+  .option('--heartbeat <duration>', 'send an unchanged report at least this often', parseDuration, 15 * 60_000)
+  .action(async (o: { root: string; json?: boolean; once?: boolean; interval: number; heartbeat: number }) => {
+    const stop = new AbortController();
+    for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => stop.abort());
+    const last = await run(context(o.root), log, { once: Boolean(o.once), intervalMs: o.interval, heartbeatMs: o.heartbeat, onPass: (p) => printPass(p, Boolean(o.json)) }, stop.signal);
+    if (o.once && last && (last.report.outcome === 'failed' || !last.sent || last.disconnected)) process.exitCode = 1;
+  });
+
+withRoot(program.command('apply').description('one pass from a local folder of declaration files (no git, no report)'))
+  .requiredOption('--bundle <dir>', 'folder of declaration files')
+  .action(async (o: { root: string; json?: boolean; bundle: string }) => {
+    const body = await applyBundle(o.bundle, context(o.root));
+    printBody(body, Boolean(o.json));
+    if (body.outcome === 'failed') process.exitCode = 1;
+  });
+
+withRoot(program.command('state').description('lifecycle state, identity, last applied commit, owned resources')).action((o: { root: string; json?: boolean }) => {
+  printState(describeState(o.root), Boolean(o.json));
+});
+
+withRoot(program.command('self-test').description('the smoke run made before a new host binary takes over')).action(async (o: { root: string; json?: boolean }) => {
+  const result = await selfTest(o.root);
+  printSelfTest(result, Boolean(o.json));
+  if (result.checks.some((c) => !c.ok)) process.exitCode = 1;
+});
+
+/** "60s", "5m", "1h", "500ms" or plain seconds. */
+function parseDuration(text: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
+  if (!m) throw new InvalidArgumentError('use a duration such as 30s, 5m or 1h');
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] ?? 's']!;
+  return Number(m[1]) * unit;
+}
+
+program.parseAsync().catch((e: unknown) => {
+  if (e instanceof MeshError) {
+    console.error(`mesh-host: ${e.message}`);
+    process.exitCode = e.next === 'retry' ? 3 : 2;
+  } else {
+    console.error(`mesh-host: internal error (a bug; please report it): ${messageOf(e)}`);
+    if (e instanceof Error && e.stack) console.error(e.stack);
+    process.exitCode = 70;
+  }
+});

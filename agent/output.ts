@@ -1,0 +1,42 @@
+/** How mesh-host prints results: one readable block per result, or JSON with --json. */
+import type { ReportBody } from './report.js';
+import type { PassResult } from './reconcile.js';
+import type { HostState } from './commands/state.js';
+import type { SelfTest } from './commands/self-test.js';
+
+export function printPass(pass: PassResult, json: boolean): void {
+  if (json) return void console.log(JSON.stringify({ ...pass.report, delivery: pass.delivery, sent: pass.sent, disconnected: pass.disconnected ?? null }));
+  printBody(pass.report, false);
+  if (pass.disconnected) console.log(`fleet unreachable: ${pass.disconnected}`);
+  const says = { pushed: `report #${pass.report.sequence} pushed`, unchanged: 'nothing new to report since the last report', kept: 'report kept; it will be pushed when the fleet can be reached' };
+  console.log(says[pass.delivery]);
+}
+
+export function printBody(body: ReportBody, json: boolean): void {
+  if (json) return void console.log(JSON.stringify(body));
+  const at = body.commit ? ` at ${body.commit.slice(0, 12)}` : '';
+  const c = body.counts;
+  console.log(`${body.outcome}${at}${c ? `: ${c.changed} changed (${c.drift} drift), ${c.unchanged} unchanged, ${c.failed} failed` : ''}`);
+  for (const e of body.errors) console.log(`  error: ${e.file ? `${e.file}:${e.line}:${e.col}: ` : ''}${e.message}`);
+  for (const r of body.resources) {
+    if (r.result === 'unchanged') continue;
+    console.log(`  ${r.result.padEnd(9)} ${r.id}${r.changes?.length ? ` (${r.changes.join('; ')})` : ''}${r.error ? `: ${r.error}` : ''}`);
+  }
+}
+
+export function printState(s: HostState, json: boolean): void {
+  if (json) return void console.log(JSON.stringify(s));
+  console.log(`${s.state}: ${s.reason}`);
+  if (s.node) console.log(`node ${s.node} generation ${s.generation}, fleet ${s.url}`);
+  console.log(`host version ${s.hostVersion}`);
+  console.log(`last applied: ${s.lastApplied ? `${s.lastApplied.commit.slice(0, 12)} at ${s.lastApplied.at}` : 'never'}`);
+  if (s.unsentReport) console.log('a report is waiting to be sent');
+  console.log(`owned (${s.owned.length}):`);
+  for (const o of s.owned) console.log(`  ${o.id}${o.state === 'intent' ? ' (change in progress when the host stopped)' : ''}`);
+}
+
+export function printSelfTest(r: SelfTest, json: boolean): void {
+  if (json) return void console.log(JSON.stringify(r));
+  console.log(`mesh-host ${r.version}`);
+  for (const c of r.checks) console.log(`  ${c.ok ? 'ok  ' : 'FAIL'} ${c.check}: ${c.detail}`);
+}

@@ -1,0 +1,68 @@
+/**
+ * A --root is a whole machine: every path a resource names, the package database and the
+ * host's own config and state resolve under it. Production uses "/".
+ */
+import { lstatSync } from 'node:fs';
+import { isAbsolute, join, normalize, resolve, sep } from 'node:path';
+import { MeshError } from './errors.js';
+
+export interface HostPaths {
+  root: string;
+  /** <root>/etc/mesh-host: config.json and the node key. */
+  configDir: string;
+  config: string;
+  nodeKey: string;
+  credential: string;
+  /** <root>/var/lib/mesh-host: the store, the local git object store, the lock. */
+  stateDir: string;
+  store: string;
+  gitdir: string;
+  lock: string;
+}
+
+/** The host's own files under `root`. */
+export function hostPaths(root: string): HostPaths {
+  const r = resolve(root);
+  const configDir = join(r, 'etc/mesh-host');
+  const stateDir = join(r, 'var/lib/mesh-host');
+  return {
+    root: r,
+    configDir,
+    config: join(configDir, 'config.json'),
+    nodeKey: join(configDir, 'node.key'),
+    credential: join(configDir, 'credential.json'),
+    stateDir,
+    store: join(stateDir, 'store.json'),
+    gitdir: join(stateDir, 'git'),
+    lock: join(stateDir, 'lock'),
+  };
+}
+
+/** The real location of an absolute machine path under `root`; refuses anything that escapes it. */
+export function underRoot(root: string, machinePath: string): string {
+  if (!isAbsolute(machinePath) || machinePath.split('/').includes('..')) {
+    throw new MeshError('E_PATH', `path ${JSON.stringify(machinePath)} must be absolute and must not contain '..'`);
+  }
+  const base = resolve(root);
+  const full = normalize(join(base, machinePath));
+  if (full !== base && !full.startsWith(base === sep ? sep : base + sep)) {
+    throw new MeshError('E_PATH', `path ${machinePath} escapes the root ${base}`);
+  }
+  return full;
+}
+
+/** Refuse a machine path whose parent folders include a symlink: a write must never follow one out of the root. */
+export function assertNoSymlinkParents(root: string, machinePath: string): void {
+  const parts = machinePath.split('/').filter(Boolean);
+  let current = resolve(root);
+  for (const part of parts.slice(0, -1)) {
+    current = join(current, part);
+    let isLink = false;
+    try {
+      isLink = lstatSync(current).isSymbolicLink();
+    } catch {
+      return; // a missing parent cannot be traversed
+    }
+    if (isLink) throw new MeshError('E_PATH', `${machinePath}: the parent ${current.slice(resolve(root).length) || '/'} is a symlink; mesh does not write through symlinks`);
+  }
+}

@@ -1,0 +1,30 @@
+/**
+ * Planning is a pure function: from what is declared, what the store says the host owns,
+ * and what is on the machine now, it decides what to change, what to leave and what to
+ * remove — without touching anything. The host applies the plan; `mesh-cli plan` shows one.
+ */
+import { isDeepStrictEqual } from 'node:util';
+import { resourceId, type Resource } from '../schema/declaration.js';
+import type { OwnedRecord } from '../schema/report.js';
+import type { Observed } from './resources/handler.js';
+
+export type Step =
+  | { action: 'keep'; id: string; resource: Resource; adopt: boolean }
+  | { action: 'change'; id: string; resource: Resource; changes: string[]; drift: boolean; create: boolean }
+  | { action: 'remove'; id: string; record: OwnedRecord };
+
+/** Declared resources in order, then owned resources no longer declared in reverse order of ownership. */
+export function plan(desired: Resource[], owned: OwnedRecord[], observed: Map<string, Observed>, diff: (r: Resource, o: Observed) => string[]): Step[] {
+  const steps: Step[] = desired.map((resource) => {
+    const id = resourceId(resource);
+    const now = observed.get(id) ?? null;
+    const record = owned.find((r) => r.id === id);
+    const changes = diff(resource, now);
+    if (changes.length === 0) return { action: 'keep', id, resource, adopt: record?.state !== 'verified' || !isDeepStrictEqual(record.resource, resource) };
+    const drift = record?.state === 'verified' && isDeepStrictEqual(record.resource, resource);
+    return { action: 'change', id, resource, changes, drift, create: now === null };
+  });
+  const declared = new Set(steps.map((s) => s.id));
+  const removals = owned.filter((r) => !declared.has(r.id)).reverse();
+  return [...steps, ...removals.map((record): Step => ({ action: 'remove', id: record.id, record }))];
+}

@@ -1,0 +1,41 @@
+/** The profile a host reports at enrolment: what kind of machine this is. */
+import { existsSync, readFileSync } from 'node:fs';
+import { arch, cpus, release, totalmem } from 'node:os';
+import { underRoot } from './paths.js';
+import { HOST_VERSION } from './version.js';
+
+/** os-release fields, arch, kernel, cpus, memory, package manager and init system of the machine at `root`. */
+export function collectProfile(root: string): Record<string, unknown> {
+  const osRelease = readOsRelease(root);
+  const has = (p: string) => existsSync(underRoot(root, p));
+  return {
+    os: osRelease.ID ?? 'unknown',
+    osVersion: osRelease.VERSION_ID ?? 'unknown',
+    osName: osRelease.PRETTY_NAME ?? 'unknown',
+    arch: arch(),
+    kernel: release(),
+    cpus: cpus().length,
+    memoryBytes: totalmem(),
+    packageManager: has('/var/lib/dpkg/status') ? 'dpkg' : 'none',
+    initSystem: has('/run/systemd/system') ? 'systemd' : has('/lib/systemd/systemd') || has('/usr/lib/systemd/systemd') ? 'systemd (not running)' : 'unknown',
+    hostVersion: HOST_VERSION,
+  };
+}
+
+function readOsRelease(root: string): Record<string, string> {
+  for (const p of ['/etc/os-release', '/usr/lib/os-release']) {
+    try {
+      const text = readFileSync(underRoot(root, p), 'utf8');
+      return Object.fromEntries(
+        text
+          .split('\n')
+          .map((l) => /^([A-Z_]+)=(.*)$/.exec(l))
+          .filter((m): m is RegExpExecArray => m !== null)
+          .map((m) => [m[1]!, m[2]!.replace(/^"(.*)"$/, '$1')]),
+      );
+    } catch {
+      // try the next place
+    }
+  }
+  return {};
+}

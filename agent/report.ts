@@ -1,0 +1,77 @@
+/**
+ * Building, signing and sending the report. status.json is signed with the node key
+ * (OpenSSH signature, namespace mesh-report) and committed with an SSH-signed commit on
+ * the local branch reports/<node>, whose parent is the host's own previous report, so a
+ * shallow host never needs history to push. An unsent report stays on the local branch
+ * and goes out with the next push.
+ */
+import { createHash, type KeyObject } from 'node:crypto';
+import { REPORT_NAMESPACE, type OwnedRecord, type Report } from '../schema/report.js';
+import type { HostConfig } from './config.js';
+import type { FleetRepo } from './fleet/git.js';
+import { gitSigner, signSsh } from './sign/sshsig.js';
+import type { Store } from './store.js';
+import { HOST_VERSION } from './version.js';
+
+export type ReportBody = Pick<Report, 'kind' | 'commit' | 'digest' | 'outcome' | 'errors' | 'resources'> & Partial<Pick<Report, 'counts' | 'profile' | 'inventory' | 'briefing'>>;
+
+/** The full report for this pass, chained to the previous one in the store. */
+export function buildReport(config: HostConfig, store: Store, body: ReportBody, now: Date): Report {
+  return {
+    format: 1,
+    node: config.node,
+    generation: config.generation,
+    nodeKey: config.nodeKey,
+    vouch: config.vouch,
+    hostVersion: HOST_VERSION,
+    sequence: store.data.report.sequence + 1,
+    previous: store.data.report.hash,
+    observedAt: now.toISOString(),
+    ...body,
+    owned: store.data.owned.map(recoveryCopy),
+  };
+}
+
+/** The owned set as the report carries it: identities and declared fields, never the prior contents of files. */
+function recoveryCopy(record: OwnedRecord): OwnedRecord {
+  const prior = record.prior ? { existed: Boolean(record.prior.existed) } : null;
+  const { content: _content, ...resource } = record.resource;
+  return { ...record, resource, prior };
+}
+
+/** True when `report` says nothing that the last sent one did not, apart from time and sequence. */
+export function sameAsLast(store: Store, report: Report): boolean {
+  return store.data.report.contentHash === contentHash(report);
+}
+
+function contentHash(report: Report): string {
+  const { observedAt: _a, sequence: _s, previous: _p, ...content } = report;
+  return createHash('sha256').update(JSON.stringify(content)).digest('hex');
+}
+
+/** Sign `report`, commit it on the local report branch and record it in the store. Returns the commit. */
+export async function recordReport(repo: FleetRepo, store: Store, report: Report, key: KeyObject): Promise<string> {
+  const text = JSON.stringify(report, null, 2) + '\n';
+  const signature = signSsh(text, key, REPORT_NAMESPACE);
+  const message = `report ${report.node} #${report.sequence}: ${report.outcome}${report.commit ? ` at ${report.commit.slice(0, 12)}` : ''}`;
+  const oid = await repo.commit(reportRef(report.node), { 'status.json': text, 'status.json.sig': signature }, message, gitSigner(key));
+  store.data.report = { sequence: report.sequence, hash: sha256(text), contentHash: contentHash(report), at: report.observedAt, pushed: false };
+  store.save();
+  return oid;
+}
+
+/** Push the local report branch; marks the store as sent on success. */
+export async function sendReports(repo: FleetRepo, store: Store, node: string): Promise<void> {
+  await repo.push(reportRef(node));
+  store.data.report.pushed = true;
+  store.save();
+}
+
+export function reportRef(node: string): string {
+  return `refs/heads/reports/${node}`;
+}
+
+export function sha256(text: string): string {
+  return 'sha256:' + createHash('sha256').update(text).digest('hex');
+}
+

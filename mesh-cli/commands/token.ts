@@ -1,0 +1,68 @@
+/**
+ * `mesh-cli token issue NODE`: bump the node's generation, record the token's public half
+ * and expiry in nodes/NODE/node.yaml, commit, and hand back the token file — printed once,
+ * never stored. Pushing the commit is what makes the token valid (deploy is `git push`),
+ * and it revokes every earlier identity of the node.
+ */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { MeshError } from '../../agent/errors.js';
+import { encodePrivateKey, generateKeyPair, sshPublicKey } from '../../agent/sign/sshsig.js';
+import { NODE_NAME, NodeIdentity } from '../../schema/fleet.js';
+import { loadYamlOrThrow } from '../../schema/load.js';
+import type { TokenFile } from '../../schema/token.js';
+import { commitPaths, type Fleet } from '../fleet.js';
+
+export interface IssuedToken {
+  token: TokenFile;
+  text: string;
+  commit: string;
+}
+
+/** Issue a token for `node` in `fleet`. */
+export async function issueToken(fleet: Fleet, node: string, opts: { url?: string; expiresMs: number; now: Date }): Promise<IssuedToken> {
+  if (!NODE_NAME.test(node)) throw new MeshError('E_BAD_NODE', `'${node}' is not a valid node name: use lower-case letters, digits and -, at most 63 characters`);
+  const url = opts.url ?? (await originUrl(fleet));
+  const file = join(fleet.dir, 'nodes', node, 'node.yaml');
+  const previous = existsSync(file) ? loadYamlOrThrow(readFileSync(file, 'utf8'), `nodes/${node}/node.yaml`, NodeIdentity) : null;
+  const keys = generateKeyPair();
+  const expires = new Date(opts.now.getTime() + opts.expiresMs).toISOString();
+  const identity: NodeIdentity = {
+    node,
+    generation: (previous?.generation ?? 0) + 1,
+    token: { publicKey: sshPublicKey(keys.publicKey, `token-${node}`), issuedAt: opts.now.toISOString(), expires },
+  };
+  mkdirSync(join(fleet.dir, 'nodes', node), { recursive: true });
+  writeFileSync(file, `# written by mesh-cli token issue; do not edit by hand\n${stringify(identity)}`);
+  const commit = await commitPaths(fleet.git, [file], `token: issue ${node} generation ${identity.generation}`);
+  const token: TokenFile = {
+    kind: 'mesh-token',
+    version: 1,
+    url,
+    node,
+    generation: identity.generation,
+    secret: encodePrivateKey(keys.privateKey),
+    expires,
+    signers: fleet.config.signers.map((s) => s.key),
+    mainBranch: fleet.config.mainBranch,
+  };
+  const text = `# mesh enrolment token for ${node}: carry it to the machine and run\n#   mesh-host enrol --token-file FILE\n# It is shown once, expires ${expires}, and is valid once the commit ${commit.slice(0, 12)} is pushed.\n${stringify(token)}`;
+  return { token, text, commit };
+}
+
+/** Write the token to `out` with mode 0600, refusing to overwrite. */
+export function writeTokenFile(out: string, text: string): void {
+  try {
+    writeFileSync(out, text, { mode: 0o600, flag: 'wx' });
+  } catch (e) {
+    throw new MeshError('E_TOKEN_OUT', `cannot write the token to ${out}: ${(e as Error).message}`);
+  }
+}
+
+async function originUrl(fleet: Fleet): Promise<string> {
+  const remotes = await fleet.git.getRemotes(true);
+  const origin = remotes.find((r) => r.name === 'origin');
+  if (!origin?.refs.fetch) throw new MeshError('E_NO_URL', "the fleet checkout has no 'origin' remote: pass --url with the URL hosts will use");
+  return origin.refs.fetch;
+}

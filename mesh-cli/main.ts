@@ -1,0 +1,74 @@
+#!/usr/bin/env node
+/**
+ * mesh-cli: the operator's command, run inside a checkout of the fleet repo. The
+ * composition root: commands are registered here, and every error becomes an exit code
+ * and a message here (2 for bad input or usage, 1 for a result that is a failure).
+ */
+import { Command, InvalidArgumentError } from 'commander';
+import { MeshError, messageOf } from '../agent/errors.js';
+import { HOST_VERSION } from '../agent/version.js';
+import { openFleet } from './fleet.js';
+import { initFleet } from './commands/init.js';
+import { serveCommand } from './commands/serve.js';
+import { fleetStatus, formatStatus } from './commands/status.js';
+import { issueToken, writeTokenFile } from './commands/token.js';
+
+const program = new Command('mesh-cli').description('operate a mesh fleet from its git repository').version(HOST_VERSION).showHelpAfterError();
+
+program
+  .command('init')
+  .description('scaffold a new fleet repo (mesh.yaml, nodes/, README) with a first commit')
+  .argument('[dir]', 'folder for the new fleet repo', '.')
+  .option('--name <name>', 'fleet name (default: the folder name)')
+  .action(async (dir: string, o: { name?: string }) => {
+    const commit = await initFleet(dir, o.name);
+    console.log(`new fleet repo in ${dir} (commit ${commit.slice(0, 12)})\nnext: add a remote (git remote add origin URL), git push -u origin main, then mesh-cli token issue NODE`);
+  });
+
+serveCommand(program);
+
+program
+  .command('token')
+  .description('enrolment tokens')
+  .command('issue')
+  .description('bump NODE\'s generation, commit, and print its one-time token')
+  .argument('<node>', 'node name')
+  .option('--out <file>', 'write the token to FILE (mode 0600) instead of stdout')
+  .option('--url <url>', 'fleet URL the host will use (default: the origin remote)')
+  .option('--expires <duration>', 'how long the token is valid', parseDuration, 24 * 3_600_000)
+  .option('--json', 'print the result as JSON (the token text included when not written to --out)')
+  .action(async (node: string, o: { out?: string; url?: string; expires: number; json?: boolean }) => {
+    const fleet = await openFleet(process.cwd());
+    const issued = await issueToken(fleet, node, { url: o.url, expiresMs: o.expires, now: new Date() });
+    if (o.out) writeTokenFile(o.out, issued.text);
+    if (o.json) console.log(JSON.stringify({ node, generation: issued.token.generation, expires: issued.token.expires, commit: issued.commit, out: o.out ?? null, ...(o.out ? {} : { token: issued.text }) }));
+    else if (!o.out) process.stdout.write(issued.text);
+    console.error(`token for ${node} generation ${issued.token.generation} committed as ${issued.commit.slice(0, 12)}${o.out ? `, written to ${o.out}` : ''}; push it (git push) to make it valid`);
+  });
+
+program
+  .command('status')
+  .description('per node: last contact, applied commit, outcome, host version, signature')
+  .option('--json', 'print {"nodes":[...]}')
+  .option('--no-fetch', 'use the report branches already fetched')
+  .action(async (o: { json?: boolean; fetch: boolean }) => {
+    const fleet = await openFleet(process.cwd());
+    const nodes = await fleetStatus(fleet, { fetch: o.fetch });
+    console.log(o.json ? JSON.stringify({ nodes }) : formatStatus(nodes, new Date()));
+  });
+
+function parseDuration(text: string): number {
+  const m = /^(\d+)(s|m|h|d)$/.exec(text.trim());
+  if (!m) throw new InvalidArgumentError('use a duration such as 30m, 24h or 7d');
+  return Number(m[1]) * { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2]!]!;
+}
+
+program.parseAsync().catch((e: unknown) => {
+  if (e instanceof MeshError) {
+    console.error(`mesh-cli: ${e.message}`);
+  } else {
+    console.error(`mesh-cli: ${messageOf(e)}`);
+    if (!(e instanceof Error && /^git|fatal:/.test(e.message)) && e instanceof Error && e.stack) console.error(e.stack);
+  }
+  process.exitCode = 2;
+});

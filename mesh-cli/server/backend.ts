@@ -1,0 +1,106 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { readCgiHead } from './cgi.js';
+
+/** What one CGI run of `git http-backend` needs to know about the request beyond its stream. */
+export interface CgiContext {
+  projectRoot: string;
+  pathInfo: string;
+  query: string;
+  user: string;
+  gitConfig: Array<[string, string]>;
+}
+
+/** A running CGI child and a promise that settles once it has exited and its pipes are closed. */
+export interface CgiRun {
+  child: ChildProcess;
+  done: Promise<void>;
+}
+
+// Variables a CGI program reads: never inherit them from whoever started the server.
+const CGI_NAMES = /^(GIT_|HTTP_|PATH_INFO$|PATH_TRANSLATED$|QUERY_STRING$|REQUEST_METHOD$|CONTENT_|REMOTE_|SERVER_)/;
+
+/** The environment for `git http-backend`: this process's env minus CGI/GIT_ variables, plus the request. */
+export function cgiEnv(ctx: CgiContext, req: IncomingMessage): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!CGI_NAMES.test(k)) env[k] = v;
+  const h = req.headers;
+  Object.assign(env, {
+    GIT_PROJECT_ROOT: ctx.projectRoot,
+    GIT_HTTP_EXPORT_ALL: '1',
+    PATH_INFO: ctx.pathInfo,
+    QUERY_STRING: ctx.query,
+    REQUEST_METHOD: req.method ?? 'GET',
+    CONTENT_TYPE: h['content-type'] ?? '',
+    REMOTE_USER: ctx.user,
+    REMOTE_ADDR: req.socket.remoteAddress ?? '',
+  });
+  // No CONTENT_LENGTH on purpose: with it, git 2.39's http-backend copies a receive-pack body in a
+  // loop that spins forever at 100% CPU when stdin hits EOF early (a dead server or client). Without
+  // it, git reads the body until EOF, which our pipe delivers when the request ends or we die.
+  if (h['content-encoding'] !== undefined) env.HTTP_CONTENT_ENCODING = h['content-encoding'];
+  const protocol = h['git-protocol'];
+  if (typeof protocol === 'string' && /^[\x21-\x7e]+$/.test(protocol)) env.GIT_PROTOCOL = protocol;
+  const config: Array<[string, string]> = [['http.receivepack', 'true'], ...ctx.gitConfig];
+  env.GIT_CONFIG_COUNT = String(config.length);
+  config.forEach(([key, value], i) => {
+    env[`GIT_CONFIG_KEY_${i}`] = key;
+    env[`GIT_CONFIG_VALUE_${i}`] = value;
+  });
+  return env;
+}
+
+/** Send `signal` to the child's whole process group (it leads one: spawned detached), so git's own children go too. */
+export function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
+  try {
+    process.kill(-child.pid, signal);
+  } catch {
+    child.kill(signal);
+  }
+}
+
+/**
+ * Answer one request by running `program` as a CGI script. Both bodies are streamed: the request
+ * is piped into the child's stdin and its stdout into the response, so no pack is held in memory.
+ * stdin is always a pipe from this server, so a dead server means EOF (and EPIPE on stdout) for git.
+ */
+export function runCgi(program: string, env: NodeJS.ProcessEnv, req: IncomingMessage, res: ServerResponse,
+  onFailure: (message: string) => void): CgiRun {
+  const child = spawn(program, [], { env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+  child.stdin.on('error', () => {}); // EPIPE: git stopped reading (it answers with an error itself)
+  req.pipe(child.stdin);
+  let stderr = '';
+  let headed = false;
+  child.stderr.on('data', (chunk: Buffer) => { if (stderr.length < 4096) stderr += chunk.toString('utf8'); });
+  readCgiHead(child.stdout).then((head) => {
+    if (res.destroyed) return;
+    headed = true;
+    res.statusCode = head.status;
+    for (const [name, value] of head.headers) res.appendHeader(name, value);
+    child.stdout.pipe(res, { end: false });
+  }, (err: Error) => {
+    onFailure(`bad CGI response: ${err.message}`);
+    child.stdout.destroy();
+    killGroup(child, 'SIGTERM');
+  });
+  // The client went away before the answer was complete: stop git rather than let it run on.
+  res.on('close', () => { if (!res.writableFinished) killGroup(child, 'SIGTERM'); });
+  const done = new Promise<void>((resolve) => {
+    child.on('error', (err) => {
+      onFailure(`cannot run ${program}: ${err.message}`);
+      if (!res.headersSent) res.writeHead(500, { 'Content-Type': 'text/plain' }).end('git http-backend could not start\n');
+      resolve();
+    });
+    child.on('close', (code, signal) => {
+      if (code === 0 && headed) res.end();
+      else {
+        onFailure(`git http-backend exited with ${signal ?? code}: ${stderr.trim().slice(0, 500)}`);
+        if (!res.headersSent) res.writeHead(502, { 'Content-Type': 'text/plain' }).end('git http-backend failed\n');
+        else res.destroy(); // a truncated answer must look broken, not complete
+      }
+      resolve();
+    });
+  });
+  return { child, done };
+}

@@ -1,0 +1,132 @@
+import { execFile } from 'node:child_process';
+import { access, constants, stat } from 'node:fs/promises';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { MeshError, messageOf } from '../../agent/errors.js';
+import { allowAll, parseBasicAuth, type Authorizer } from './auth.js';
+import { cgiEnv, killGroup, runCgi, type CgiRun } from './backend.js';
+import { checkedDir } from './dirs.js';
+import { route } from './route.js';
+import { servePackageFile } from './static.js';
+
+export type { Authorizer, AuthRequest, AuthResult, Service } from './auth.js';
+
+/** A running git server; `url` ends with `/` and carries the real port. */
+export interface GitServer {
+  url: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+/** Options of startGitServer; `port: 0` picks a free port, `authorize` defaults to allow-all. */
+export interface GitServerOptions {
+  data: string;
+  host?: string;
+  port?: number;
+  authorize?: Authorizer;
+  packages?: string;
+  log?: (msg: string, fields?: object) => void;
+}
+
+/** Serve every bare repository DATA/NAME.git at /NAME.git over smart HTTP through the real `git http-backend`. */
+export async function startGitServer(opts: GitServerOptions): Promise<GitServer> {
+  const data = await checkedDir(opts.data, 'data');
+  const packages = opts.packages === undefined ? undefined : await checkedDir(opts.packages, 'packages');
+  const backend = await httpBackendPath();
+  const authorize = opts.authorize ?? allowAll;
+  const log = opts.log ?? (() => {});
+  const runs = new Set<CgiRun>();
+  let closing: Promise<void> | undefined;
+
+  const handle = async (req: IncomingMessage, res: ServerResponse, seen: { user: string | null }): Promise<void> => {
+    const r = route(req.method ?? 'GET', req.url ?? '/');
+    if (r.kind === 'error') return plain(res, r.status, r.message);
+    if (closing) return plain(res, 503, 'the server is shutting down');
+    if (r.kind === 'packages') {
+      if (packages === undefined) return plain(res, 404, 'no package repository is served here (start with --packages DIR)');
+      return servePackageFile(packages, r.file, req, res);
+    }
+    if (!(await isRepo(join(data, r.repo)))) return plain(res, 404, `repository not found: /${r.repo}`);
+    const verdict = await authorize({ ...parseBasicAuth(req.headers.authorization), repo: r.repo, service: r.service });
+    if (!verdict.ok) {
+      if (verdict.status === 401) res.setHeader('WWW-Authenticate', 'Basic realm="mesh", charset="UTF-8"');
+      return plain(res, verdict.status, verdict.message);
+    }
+    seen.user = verdict.user;
+    const env = cgiEnv({ projectRoot: data, ...r, user: verdict.user, gitConfig: verdict.gitConfig ?? [] }, req);
+    const run = runCgi(backend, env, req, res, (message) => log('git http-backend failed', { path: r.pathInfo, message }));
+    runs.add(run);
+    void run.done.then(() => runs.delete(run));
+  };
+
+  const server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 3_600_000 }, (req, res) => {
+    const started = Date.now();
+    const seen = { user: null as string | null };
+    res.on('close', () => log('request', {
+      method: req.method, path: (req.url ?? '').split('?')[0], status: res.statusCode,
+      ms: Date.now() - started, user: seen.user, ...(res.writableFinished ? {} : { aborted: true }),
+    }));
+    handle(req, res, seen).catch((e: unknown) => {
+      log('request failed', { path: req.url, message: messageOf(e) });
+      if (!res.headersSent) plain(res, 500, 'internal error');
+      else res.destroy();
+    });
+  });
+  server.headersTimeout = 66_000;
+  const port = await listen(server, opts.host ?? '127.0.0.1', opts.port ?? 8080);
+  server.on('error', (e) => log('server error', { message: e.message }));
+  const address = server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+
+  const close = async (): Promise<void> => {
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    server.closeIdleConnections();
+    const running = [...runs];
+    for (const run of running) killGroup(run.child, 'SIGTERM');
+    const escalate = setTimeout(() => { for (const run of runs) killGroup(run.child, 'SIGKILL'); }, 2000);
+    await Promise.all(running.map((run) => run.done));
+    clearTimeout(escalate);
+    server.closeAllConnections();
+    await closed;
+  };
+  return { url: `http://${host}:${port}/`, port, close: () => (closing ??= close()) };
+}
+
+function plain(res: ServerResponse, status: number, message: string): void {
+  res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8' }).end(message + '\n');
+}
+
+async function isRepo(dir: string): Promise<boolean> {
+  try {
+    return (await stat(dir)).isDirectory() && (await stat(join(dir, 'HEAD'))).isFile();
+  } catch {
+    return false;
+  }
+}
+
+async function httpBackendPath(): Promise<string> {
+  try {
+    const { stdout } = await promisify(execFile)('git', ['--exec-path']);
+    const path = join(stdout.trim(), 'git-http-backend');
+    await access(path, constants.X_OK);
+    return path;
+  } catch (e) {
+    throw new MeshError('E_GIT_MISSING', `cannot find git http-backend (${messageOf(e)}): install git, which provides $(git --exec-path)/git-http-backend`);
+  }
+}
+
+function listen(server: Server, host: string, port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const onError = (e: NodeJS.ErrnoException): void => {
+      const hint = e.code === 'EADDRINUSE' ? ': something else uses that port; pick another with --port, or --port 0 for a free one' : '';
+      reject(new MeshError('E_SERVE_LISTEN', `cannot listen on ${host}:${port}: ${e.message}${hint}`, { data: { host, port }, cause: e }));
+    };
+    server.once('error', onError);
+    server.listen(port, host, () => {
+      server.off('error', onError);
+      resolve((server.address() as AddressInfo).port);
+    });
+  });
+}

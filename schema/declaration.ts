@@ -1,0 +1,120 @@
+/**
+ * The declaration: what one node must have. Users write it as YAML under nodes/<node>/;
+ * the host and `mesh-cli plan` read it through `loadDeclaration`. Unknown fields are
+ * errors, and modes and versions are strings (YAML 1.2 reads 0644 as the number 644).
+ */
+import * as z from 'zod';
+
+const absolutePath = z
+  .string()
+  .min(1)
+  .refine((p) => p.startsWith('/'), { message: 'must be an absolute path (start with /)' })
+  .refine((p) => !p.split('/').includes('..'), { message: "must not contain '..'" })
+  .refine((p) => !p.includes('\0'), { message: 'must not contain a NUL byte' });
+
+const mode = z
+  .string({ error: (i) => (typeof i.input === 'number' ? 'mode must be a quoted string such as "0644" (YAML reads 0644 as a number)' : 'mode must be a string such as "0644"') })
+  .regex(/^0?[0-7]{3}$|^[0-7]{4}$/, { message: 'mode must be octal digits such as "0644"' });
+
+const version = z.string({ error: (i) => (typeof i.input === 'number' ? 'version must be a quoted string (YAML reads 1.10 as 1.1)' : 'version must be a string') });
+
+const name = z.string().regex(/^[a-z_][a-z0-9_.+-]*$/i, { message: 'must be a plain name (letters, digits, . _ + -)' });
+const ensure = z.enum(['present', 'absent']).optional();
+const ownership = { owner: name.optional(), group: name.optional() };
+
+export const FileResource = z
+  .strictObject({
+    type: z.literal('file'),
+    path: absolutePath,
+    content: z.string().optional(),
+    source: z.string().min(1).optional(),
+    mode: mode.optional(),
+    ...ownership,
+    ensure,
+  })
+  .refine((f) => !(f.content !== undefined && f.source !== undefined), { message: 'give either content or source, not both' });
+
+export const DirectoryResource = z.strictObject({
+  type: z.literal('directory'),
+  path: absolutePath,
+  mode: mode.optional(),
+  ...ownership,
+  ensure,
+});
+
+export const SymlinkResource = z.strictObject({
+  type: z.literal('symlink'),
+  path: absolutePath,
+  target: z.string().min(1),
+  ensure,
+});
+
+export const PackageResource = z.strictObject({
+  type: z.literal('package'),
+  name: z.string().regex(/^[a-z0-9][a-z0-9+.-]+$/, { message: 'must be a Debian package name' }),
+  version: version.optional(),
+  ensure,
+});
+
+export const ServiceResource = z.strictObject({
+  type: z.literal('service'),
+  name: z.string().min(1),
+  enabled: z.boolean().optional(),
+  running: z.boolean().optional(),
+  restartOn: z.array(absolutePath).optional(),
+});
+
+export const UserResource = z.strictObject({
+  type: z.literal('user'),
+  name,
+  uid: z.number().int().nonnegative().optional(),
+  group: name.optional(),
+  groups: z.array(name).optional(),
+  home: absolutePath.optional(),
+  shell: absolutePath.optional(),
+  system: z.boolean().optional(),
+  ensure,
+});
+
+export const GroupResource = z.strictObject({
+  type: z.literal('group'),
+  name,
+  gid: z.number().int().nonnegative().optional(),
+  system: z.boolean().optional(),
+  ensure,
+});
+
+export const Resource = z.discriminatedUnion('type', [
+  FileResource,
+  DirectoryResource,
+  SymlinkResource,
+  PackageResource,
+  ServiceResource,
+  UserResource,
+  GroupResource,
+]);
+
+/** One declaration file: optional role includes and an ordered list of resources. */
+export const DeclarationFile = z.strictObject({
+  include: z.array(z.string().regex(/^roles\/[A-Za-z0-9._/-]+\.ya?ml$/, { message: 'must name a file under roles/, e.g. roles/web.yaml' })).optional(),
+  resources: z.array(Resource).default([]),
+});
+
+/** A role fragment: resources only (roles do not include other roles). */
+export const RoleFile = z.strictObject({ resources: z.array(Resource).default([]) });
+
+export type Resource = z.infer<typeof Resource>;
+export type ResourceType = Resource['type'];
+export type FileResource = z.infer<typeof FileResource>;
+export type DirectoryResource = z.infer<typeof DirectoryResource>;
+export type SymlinkResource = z.infer<typeof SymlinkResource>;
+export type PackageResource = z.infer<typeof PackageResource>;
+export type ServiceResource = z.infer<typeof ServiceResource>;
+export type UserResource = z.infer<typeof UserResource>;
+export type GroupResource = z.infer<typeof GroupResource>;
+export type DeclarationFile = z.infer<typeof DeclarationFile>;
+
+/** The stable identity of a resource: its type and its path or name, e.g. `file:/etc/motd`. */
+export function resourceId(r: Resource): string {
+  return `${r.type}:${'path' in r ? r.path : r.name}`;
+}

@@ -1,0 +1,39 @@
+/** mesh.yaml (fleet settings) and nodes/<node>/node.yaml (a node's identity, written by mesh-cli). */
+import * as z from 'zod';
+
+const sshKey = z.string().regex(/^ssh-ed25519 [A-Za-z0-9+/=]+( .*)?$/, { message: 'must be an OpenSSH ed25519 public key ("ssh-ed25519 AAAA...")' });
+
+export const NODE_NAME = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+export const NodeName = z.string().regex(NODE_NAME, { message: 'node names are lower-case letters, digits and -, at most 63 characters' });
+
+export const MeshConfig = z.strictObject({
+  name: z.string().min(1),
+  mainBranch: z.string().min(1).default('main'),
+  /** `signed` (default): hosts apply only commits signed by `signers`; `none`: for trying mesh out. */
+  trust: z.enum(['signed', 'none']).default('signed'),
+  signers: z.array(z.strictObject({ name: z.string().min(1), key: sshKey })).default([]),
+  packages: z.strictObject({ url: z.string().url() }).optional(),
+  host: z
+    .strictObject({
+      interval: z.string().regex(/^\d+(ms|s|m|h)$/).optional(),
+      heartbeat: z.string().regex(/^\d+(ms|s|m|h)$/).optional(),
+    })
+    .optional(),
+});
+
+export const NodeIdentity = z.strictObject({
+  node: NodeName,
+  /** Bumped by every token issue and revoke; reports of an earlier generation are revoked. */
+  generation: z.number().int().nonnegative(),
+  token: z
+    .strictObject({
+      publicKey: sshKey,
+      issuedAt: z.iso.datetime(),
+      expires: z.iso.datetime(),
+    })
+    .optional(),
+  retired: z.boolean().optional(),
+});
+
+export type MeshConfig = z.infer<typeof MeshConfig>;
+export type NodeIdentity = z.infer<typeof NodeIdentity>;

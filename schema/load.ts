@@ -1,0 +1,91 @@
+/**
+ * Loading a YAML (or JSON) file against a zod schema, returning every problem with its
+ * file, line and column: YAML syntax errors, duplicate keys, unknown fields and wrong
+ * values alike. JSON is YAML 1.2, so reports and token files use the same loader.
+ */
+import { isMap, isPair, isScalar, LineCounter, parseDocument, type Document, type Node } from 'yaml';
+import type * as z from 'zod';
+import { InvalidInputError, type Problem } from '../agent/errors.js';
+
+export type Loaded<T> = { ok: true; value: T } | { ok: false; problems: Problem[] };
+
+/** Largest file any loader accepts; bigger input is refused before it is parsed. */
+export const MAX_FILE_BYTES = 1024 * 1024;
+
+/** Parse `text` (named `file` in messages) and check it against `schema`. Never throws on bad input. */
+export function loadYaml<S extends z.ZodType>(text: string, file: string, schema: S): Loaded<z.output<S>> {
+  if (Buffer.byteLength(text) > MAX_FILE_BYTES) {
+    return { ok: false, problems: [{ file, line: 1, col: 1, message: `file is larger than ${MAX_FILE_BYTES} bytes; split it` }] };
+  }
+  const lines = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: lines, uniqueKeys: true, prettyErrors: false, strict: true });
+  const syntax = [...doc.errors, ...doc.warnings].map((e) => {
+    const at = lines.linePos(e.pos[0]);
+    const message = e.code === 'DUPLICATE_KEY' ? `duplicate key (${e.message.split('\n')[0]})` : e.message.split('\n')[0]!;
+    return { file, line: at.line, col: at.col, message };
+  });
+  if (syntax.length > 0) return { ok: false, problems: syntax };
+
+  const result = schema.safeParse(doc.toJS({ maxAliasCount: 100 }) ?? {});
+  if (result.success) return { ok: true, value: result.data };
+  const problems = result.error.issues.flatMap((issue) => problemsOf(issue, doc, lines, file));
+  return { ok: false, problems: problems.sort((a, b) => a.line - b.line || a.col - b.col) };
+}
+
+/** Like loadYaml, but throws an InvalidInputError naming `what`. */
+export function loadYamlOrThrow<S extends z.ZodType>(text: string, file: string, schema: S, what = file): z.output<S> {
+  const loaded = loadYaml(text, file, schema);
+  if (!loaded.ok) throw new InvalidInputError(what, loaded.problems);
+  return loaded.value;
+}
+
+function problemsOf(issue: z.core.$ZodIssue, doc: Document, lines: LineCounter, file: string): Problem[] {
+  const path = issue.path.filter((k): k is string | number => typeof k !== 'symbol');
+  const where = (node: Node | null | undefined) => positionOf(node ?? nearest(doc, path), lines);
+  const field = path.length > 0 ? `${path.join('.')}: ` : '';
+  if (issue.code === 'unrecognized_keys') {
+    return issue.keys.map((key) => ({ file, ...where(keyNode(doc, path, key)), message: `${field}unknown field '${key}'` }));
+  }
+  if (issue.code === 'invalid_union' && 'discriminator' in issue && issue.discriminator) {
+    const node = doc.getIn(path, true) as Node | undefined;
+    const value = isScalar(node) ? `unknown ${issue.discriminator} '${String(node.value)}'` : `missing field '${issue.discriminator}'`;
+    return [{ file, ...where(node), message: `${field}${value}${expected(issue)}` }];
+  }
+  if (issue.code === 'invalid_type' && doc.getIn(path, true) === undefined) {
+    return [{ file, ...where(undefined), message: `${field}missing required field` }];
+  }
+  return [{ file, ...where(undefined), message: `${field}${issue.message}` }];
+}
+
+function expected(issue: z.core.$ZodIssue): string {
+  const options = (issue as { options?: unknown[] }).options;
+  return Array.isArray(options) && options.length > 0 ? ` (expected one of: ${options.join(', ')})` : '';
+}
+
+function keyNode(doc: Document, path: (string | number)[], key: string): Node | undefined {
+  const map = path.length === 0 ? doc.contents : doc.getIn(path, true);
+  if (!isMap(map)) return undefined;
+  const pair = map.items.find((p) => isPair(p) && isScalar(p.key) && p.key.value === key);
+  return pair && isScalar(pair.key) ? pair.key : undefined;
+}
+
+/** The deepest node along `path` that exists (a missing field points at its parent). */
+function nearest(doc: Document, path: (string | number)[]): Node | undefined {
+  for (let n = path.length; n >= 0; n--) {
+    const node = n === 0 ? doc.contents : doc.getIn(path.slice(0, n), true);
+    if (node && typeof node === 'object' && 'range' in node) return node as Node;
+  }
+  return undefined;
+}
+
+function positionOf(node: Node | undefined, lines: LineCounter): { line: number; col: number } {
+  const offset = node?.range?.[0];
+  return offset === undefined ? { line: 1, col: 1 } : lines.linePos(offset);
+}
+
+/** Line and column of the node at `path` in YAML `text` (1:1 when it cannot be found). */
+export function positionIn(text: string, path: (string | number)[]): { line: number; col: number } {
+  const lines = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: lines });
+  return positionOf(doc.getIn(path, true) as Node | undefined, lines);
+}

@@ -1,0 +1,67 @@
+/**
+ * The report: status.json on refs/heads/reports/<node>, signed by the node key
+ * (status.json.sig, OpenSSH signature, namespace "mesh-report"). The node key is vouched
+ * for by the token key named in node.yaml, so anyone with main can check the chain.
+ */
+import * as z from 'zod';
+import { NodeName } from './fleet.js';
+
+export const REPORT_NAMESPACE = 'mesh-report';
+export const VOUCH_NAMESPACE = 'mesh-enrol';
+
+export const ResourceResult = z.strictObject({
+  id: z.string(),
+  /** unchanged: read back and in sync; created/updated/removed/restored: changed and read back; unverified: changed but could not be read back here. */
+  result: z.enum(['unchanged', 'created', 'updated', 'removed', 'restored', 'failed', 'unverified', 'skipped']),
+  drift: z.boolean().optional(),
+  changes: z.array(z.string()).optional(),
+  error: z.string().optional(),
+});
+
+export const OwnedRecord = z.strictObject({
+  id: z.string(),
+  type: z.string(),
+  /** The resource as declared when it was last verified. */
+  resource: z.record(z.string(), z.unknown()),
+  /** What was there before the host took it over, so un-declaring restores it. */
+  prior: z.record(z.string(), z.unknown()).nullable(),
+  /** intent: recorded before a change that may or may not have happened; verified: read back. */
+  state: z.enum(['intent', 'verified']),
+  at: z.string(),
+});
+
+export const BriefingLine = z.strictObject({ check: z.string(), ok: z.boolean(), detail: z.string() });
+
+export const Report = z.strictObject({
+  format: z.literal(1),
+  node: NodeName,
+  generation: z.number().int().nonnegative(),
+  nodeKey: z.string(),
+  /** Token-key signature over vouchPayload(node, generation, nodeKey). */
+  vouch: z.string(),
+  hostVersion: z.string(),
+  sequence: z.number().int().nonnegative(),
+  /** sha256 of the previous report's status.json, or null for the first. */
+  previous: z.string().nullable(),
+  observedAt: z.iso.datetime(),
+  kind: z.enum(['enrolment', 'reconcile', 'heartbeat']),
+  commit: z.string().nullable(),
+  digest: z.string().nullable(),
+  outcome: z.enum(['enrolled', 'applied', 'failed', 'ineligible', 'retired']),
+  errors: z.array(z.strictObject({ code: z.string(), message: z.string(), file: z.string().optional(), line: z.number().optional(), col: z.number().optional() })).default([]),
+  resources: z.array(ResourceResult).default([]),
+  counts: z.strictObject({ changed: z.number(), drift: z.number(), failed: z.number(), unchanged: z.number() }).optional(),
+  owned: z.array(OwnedRecord).default([]),
+  profile: z.record(z.string(), z.unknown()).optional(),
+  inventory: z.record(z.string(), z.unknown()).optional(),
+  briefing: z.array(BriefingLine).optional(),
+});
+
+export type Report = z.infer<typeof Report>;
+export type ResourceResult = z.infer<typeof ResourceResult>;
+export type OwnedRecord = z.infer<typeof OwnedRecord>;
+
+/** The exact bytes the token key signs to vouch for a node key. */
+export function vouchPayload(node: string, generation: number, nodeKey: string): string {
+  return `mesh-enrol v1\nnode ${node}\ngeneration ${generation}\nkey ${nodeKey}\n`;
+}

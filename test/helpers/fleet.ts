@@ -1,0 +1,135 @@
+/**
+ * A real fleet for end-to-end tests: the built mesh-cli serving a bare repository through
+ * the real `git http-backend` on 127.0.0.1, an operator checkout driven by the real git
+ * binary, and simulated machines, each a temporary --root folder running the built mesh-host.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+export const TOP = join(dirname(fileURLToPath(import.meta.url)), '../..');
+export const MESH_CLI = join(TOP, 'dist/mesh-cli.mjs');
+export const MESH_HOST = join(TOP, 'dist/mesh-host.mjs');
+
+export interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Run a program to completion; never throws on a non-zero exit. */
+export function runProgram(cmd: string, args: string[], cwd: string, env: Record<string, string> = {}): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(cmd, args, { cwd, env: { ...process.env, MESH_LOG_LEVEL: 'warn', ...env }, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
+      const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+export const cli = (cwd: string, ...args: string[]) => runProgram('node', [MESH_CLI, ...args], cwd);
+export const hostCmd = (root: string, ...args: string[]) => runProgram('node', [MESH_HOST, ...args, '--root', root], root);
+export const gitIn = (cwd: string, ...args: string[]) => runProgram('git', args, cwd);
+
+/** Run git and fail loudly when it fails. */
+export async function git(cwd: string, ...args: string[]): Promise<string> {
+  const r = await gitIn(cwd, ...args);
+  if (r.code !== 0) throw new Error(`git ${args.join(' ')} failed: ${r.stderr}`);
+  return r.stdout.trim();
+}
+
+/** A simulated machine: a folder with the top-level directories every Debian machine has. */
+export function newMachine(root: string): string {
+  for (const d of ['etc', 'srv', 'opt', 'var/lib', 'usr/bin', 'home', 'tmp']) mkdirSync(join(root, d), { recursive: true });
+  return root;
+}
+
+export interface Server {
+  url: string;
+  proc: ChildProcess;
+  data: string;
+  stop(signal?: NodeJS.Signals): Promise<void>;
+}
+
+/** Start `mesh-cli serve --port 0` on `data` and wait for its first line. */
+export async function startServer(data: string, port = 0): Promise<Server> {
+  const proc = spawn('node', [MESH_CLI, 'serve', '--data', data, '--port', String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  proc.stderr!.resume();
+  const first = await new Promise<string>((resolve, reject) => {
+    const lines = createInterface({ input: proc.stdout! });
+    lines.once('line', (l) => resolve(l));
+    proc.once('exit', (code) => reject(new Error(`mesh-cli serve exited with ${code}`)));
+  });
+  const url = first.replace(/^listening on /, '');
+  const stop = (signal: NodeJS.Signals = 'SIGTERM') =>
+    new Promise<void>((resolve) => {
+      if (proc.exitCode !== null || proc.signalCode !== null) return resolve();
+      proc.once('exit', () => resolve());
+      proc.kill(signal);
+    });
+  return { url, proc, data, stop };
+}
+
+export interface TestFleet {
+  dir: string;
+  checkout: string;
+  server: Server;
+  repoUrl: string;
+  /** Issue a token for `node`, push it, and enrol a new simulated machine; returns its root. */
+  enrol(node: string): Promise<string>;
+  /** Write files in the checkout, commit and push; returns the new commit. */
+  commit(files: Record<string, string | null>, message: string): Promise<string>;
+  close(): Promise<void>;
+}
+
+/** A served fleet repo with an operator checkout, all under one temporary folder. */
+export async function createFleet(): Promise<TestFleet> {
+  const dir = mkdtempSync(join(tmpdir(), 'mesh-test-'));
+  const data = join(dir, 'data');
+  mkdirSync(data);
+  await git(data, 'init', '--quiet', '--bare', '--initial-branch=main', 'fleet.git');
+  const server = await startServer(data);
+  const repoUrl = `${server.url}fleet.git`;
+  const checkout = join(dir, 'fleet');
+  const init = await cli(dir, 'init', checkout);
+  if (init.code !== 0) throw new Error(init.stderr);
+  await git(checkout, 'remote', 'add', 'origin', repoUrl);
+  await git(checkout, 'push', '--quiet', '-u', 'origin', 'main');
+  return {
+    dir,
+    checkout,
+    server,
+    repoUrl,
+    async enrol(node) {
+      const tokenFile = join(dir, `${node}.token`);
+      const issued = await cli(checkout, 'token', 'issue', node, '--out', tokenFile);
+      if (issued.code !== 0) throw new Error(issued.stderr);
+      await git(checkout, 'push', '--quiet');
+      const root = newMachine(join(dir, 'machines', node));
+      const enrolled = await hostCmd(root, 'enrol', '--token-file', tokenFile);
+      if (enrolled.code !== 0) throw new Error(enrolled.stderr);
+      return root;
+    },
+    async commit(files, message) {
+      for (const [path, text] of Object.entries(files)) {
+        const full = join(checkout, path);
+        if (text === null) rmSync(full);
+        else {
+          mkdirSync(dirname(full), { recursive: true });
+          writeFileSync(full, text);
+        }
+      }
+      await git(checkout, 'add', '-A');
+      await git(checkout, '-c', 'user.name=test', '-c', 'user.email=test@localhost', 'commit', '--quiet', '-m', message);
+      await git(checkout, 'push', '--quiet');
+      return git(checkout, 'rev-parse', 'HEAD');
+    },
+    async close() {
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,141 @@
+import { build } from 'esbuild';
+import * as fs from 'node:fs';
+import { mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import git from 'isomorphic-git';
+import http from 'isomorphic-git/http/node';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startGitServer } from '../mesh-cli/server/git-http.js';
+import {
+  childrenOf, git as gitBin, gitProcessesServing, halfPost, isAlive, makeData, rawGet, startServe, waitFor, type Serve,
+} from './serve.helpers.js';
+
+let tmp: string;
+let bundle: string;
+const running: Serve[] = [];
+
+beforeAll(async () => {
+  tmp = realpathSync(mkdtempSync(join(tmpdir(), 'mesh-serve-')));
+  bundle = join(tmp, 'serve.mjs');
+  await build({
+    entryPoints: ['mesh-cli/serve-main.ts'], outfile: bundle, bundle: true, platform: 'node', format: 'esm', logLevel: 'error',
+    banner: { js: "import { createRequire } from 'module'; const require = createRequire(import.meta.url);" },
+  });
+});
+
+afterEach(() => {
+  for (const s of running.splice(0)) if (s.proc.exitCode === null && s.proc.signalCode === null) s.proc.kill('SIGKILL');
+});
+
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+/** A fresh folder with DATA/fleet.git, and a serve process on a free port. */
+async function fleet(): Promise<{ root: string; data: string; serve: Serve }> {
+  const root = mkdtempSync(join(tmp, 'case-'));
+  const data = await makeData(root);
+  const serve = await startServe(bundle, ['--data', data, '--port', '0']);
+  running.push(serve);
+  return { root, data, serve };
+}
+
+/** Clone, commit one file on main and push it; returns the pushed commit. */
+async function pushMain(root: string, url: string): Promise<string> {
+  await gitBin(root, root, 'clone', '--quiet', url, 'work');
+  const work = join(root, 'work');
+  await gitBin(root, work, 'checkout', '--quiet', '-b', 'main');
+  writeFileSync(join(work, 'mesh.yaml'), 'name: test\n');
+  await gitBin(root, work, 'add', 'mesh.yaml');
+  await gitBin(root, work, 'commit', '--quiet', '-m', 'first');
+  await gitBin(root, work, 'push', '--quiet', 'origin', 'main');
+  return (await gitBin(root, work, 'rev-parse', 'HEAD')).trim();
+}
+
+describe('mesh-cli serve', { timeout: 30_000 }, () => {
+  it('prints "listening on http://127.0.0.1:PORT/" as its first line with --port 0', async () => {
+    const { serve } = await fleet();
+    expect(serve.firstLine).toMatch(/^listening on http:\/\/127\.0\.0\.1:\d+\/$/);
+    expect(serve.port).toBeGreaterThan(0);
+  });
+
+  it('lets the git binary clone, commit and push main, and a second clone sees the push', async () => {
+    const { root, serve } = await fleet();
+    const tip = await pushMain(root, `${serve.url}fleet.git`);
+    await gitBin(root, root, 'clone', '--quiet', `${serve.url}fleet.git`, 'second');
+    expect((await gitBin(root, join(root, 'second'), 'rev-parse', 'HEAD')).trim()).toBe(tip);
+    expect(serve.stderr()).toMatch(/"method":"POST","path":"\/fleet.git\/git-receive-pack","status":200/);
+  });
+
+  it('answers isomorphic-git: listServerRefs v2 with a prefix, and a push of a report branch', async () => {
+    const { root, serve } = await fleet();
+    const url = `${serve.url}fleet.git`;
+    const tip = await pushMain(root, url);
+    const refs = await git.listServerRefs({ http, url, protocolVersion: 2, prefix: 'refs/heads/main', headers: {} });
+    expect(refs).toEqual([{ ref: 'refs/heads/main', oid: tip }]);
+
+    const dir = join(root, 'host');
+    await git.init({ fs, dir, defaultBranch: 'main' });
+    writeFileSync(join(dir, 'status.json'), '{"outcome":"applied"}\n');
+    await git.add({ fs, dir, filepath: 'status.json' });
+    const report = await git.commit({ fs, dir, message: 'report', author: { name: 'web-1', email: 'web-1@mesh' } });
+    const pushed = await git.push({ fs, http, dir, url, ref: 'main', remoteRef: 'refs/heads/reports/web-1', headers: {} });
+    expect(pushed.ok).toBe(true);
+    expect(await gitBin(root, root, 'ls-remote', url, 'refs/heads/reports/web-1')).toBe(`${report}\trefs/heads/reports/web-1\n`);
+  });
+
+  it('answers 404 for an unknown repository and refuses ".." without reaching outside DATA', async () => {
+    const { root, serve } = await fleet();
+    await gitBin(root, root, 'init', '--quiet', '--bare', 'outside.git'); // a sibling of DATA
+    const unknown = await rawGet(serve.port, '/nope.git/info/refs?service=git-upload-pack');
+    expect(unknown.status).toBe(404);
+    expect(unknown.body).toContain('repository not found: /nope.git');
+    for (const path of ['/../outside.git/info/refs?service=git-upload-pack', '/fleet.git/../../outside.git/info/refs?service=git-upload-pack',
+      '/%2e%2e/outside.git/info/refs?service=git-upload-pack', '/packages/../data/fleet.git/HEAD']) {
+      const res = await rawGet(serve.port, path);
+      expect([400, 404], path).toContain(res.status);
+    }
+    expect(serve.stderr()).not.toContain('git http-backend failed');
+  });
+
+  it('closes and exits 0 on SIGTERM', async () => {
+    const { serve } = await fleet();
+    console.log(require('fs').readFileSync(`/proc/${serve.proc.pid}/status`, 'utf8').split('\n').filter((l: string) => l.startsWith('Sig')).join(' '));
+    serve.proc.kill('SIGTERM');
+    expect(await serve.exited, serve.stderr()).toEqual({ code: 0, signal: null });
+  });
+
+  it('leaves no git process behind when SIGKILLed while idle', async () => {
+    const { root, data, serve } = await fleet();
+    await pushMain(root, `${serve.url}fleet.git`);
+    const before = childrenOf(serve.proc.pid!);
+    serve.proc.kill('SIGKILL');
+    await serve.exited;
+    expect(await waitFor(() => gitProcessesServing(data).length === 0 && !before.some(isAlive), 2500)).toBe(true);
+  });
+
+  it('leaves no git process behind when SIGKILLed with half-sent pushes and fetches in flight', async () => {
+    const { data, serve } = await fleet();
+    const pkt = Buffer.from('0032want 0000000000000000000000000000000000000000\n');
+    const clients = ['git-upload-pack', 'git-receive-pack'].flatMap((service) => [
+      halfPost(serve.port, `/fleet.git/${service}`, pkt.subarray(0, 20)),
+      halfPost(serve.port, `/fleet.git/${service}`, gzipSync(pkt).subarray(0, 15), { 'Content-Encoding': 'gzip' }),
+    ]);
+    expect(await waitFor(() => childrenOf(serve.proc.pid!).length >= 4, 10_000)).toBe(true);
+    const inFlight = gitProcessesServing(data);
+    expect(inFlight.length).toBeGreaterThanOrEqual(4);
+    serve.proc.kill('SIGKILL');
+    await serve.exited;
+    const gone = await waitFor(() => gitProcessesServing(data).length === 0 && !inFlight.some(isAlive), 2500);
+    for (const pid of gitProcessesServing(data)) process.kill(pid, 'SIGKILL'); // don't leak them if the test fails
+    clients.forEach((c) => c.destroy());
+    expect(gone).toBe(true);
+  });
+
+  it('exits 2 with an actionable message when --data does not exist', async () => {
+    const missing = join(tmp, 'no-such-dir');
+    await expect(startServe(bundle, ['--data', missing, '--port', '0'])).rejects.toThrow(
+      `exited with 2 before listening: error: --data ${missing} does not exist: pass --data a folder that holds bare repositories`,
+    );
+  });
+});
