@@ -11,8 +11,10 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 export const TOP = join(dirname(fileURLToPath(import.meta.url)), '../..');
-export const MESH_CLI = join(TOP, 'dist/mesh-cli.mjs');
-export const MESH_HOST = join(TOP, 'dist/mesh-host.mjs');
+/** The built bundles under test: dist/ (what `npm test` builds), or MESH_DIST for a private build. */
+export const DIST = process.env.MESH_DIST ?? join(TOP, 'dist');
+export const MESH_CLI = join(DIST, 'mesh-cli.mjs');
+export const MESH_HOST = join(DIST, 'mesh-host.mjs');
 
 export interface Run {
   code: number;
