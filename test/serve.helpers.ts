@@ -41,7 +41,7 @@ export interface Serve {
 
 /** Start the bundled CLI's `serve` and wait for its first stdout line. */
 export async function startServe(bundle: string, args: string[]): Promise<Serve> {
-  const proc = spawn('strace', ['-f', '-tt', '-e', 'trace=kill,tgkill,rt_sigaction,exit_group,write', '-o', '/tmp/sv/trace.txt', process.execPath, bundle, 'serve', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(process.execPath, [bundle, 'serve', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let err = '';
   proc.stderr!.on('data', (c: Buffer) => { err += c.toString(); });
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>

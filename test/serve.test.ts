@@ -7,6 +7,7 @@ import { gzipSync } from 'node:zlib';
 import git from 'isomorphic-git';
 import http from 'isomorphic-git/http/node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { parseCgiHead } from '../mesh-cli/server/cgi.js';
 import { startGitServer } from '../mesh-cli/server/git-http.js';
 import {
   childrenOf, git as gitBin, gitProcessesServing, halfPost, isAlive, makeData, rawGet, startServe, waitFor, type Serve,
@@ -98,11 +99,15 @@ describe('mesh-cli serve', { timeout: 30_000 }, () => {
     expect(serve.stderr()).not.toContain('git http-backend failed');
   });
 
-  it('closes and exits 0 on SIGTERM', async () => {
-    const { serve } = await fleet();
-    console.log(require('fs').readFileSync(`/proc/${serve.proc.pid}/status`, 'utf8').split('\n').filter((l: string) => l.startsWith('Sig')).join(' '));
+  it('closes, stops the git processes of requests in flight and exits 0 on SIGTERM', async () => {
+    const { data, serve } = await fleet();
+    const client = halfPost(serve.port, '/fleet.git/git-receive-pack', Buffer.from('0032'));
+    expect(await waitFor(() => childrenOf(serve.proc.pid!).length >= 1, 10_000)).toBe(true);
     serve.proc.kill('SIGTERM');
     expect(await serve.exited, serve.stderr()).toEqual({ code: 0, signal: null });
+    expect(gitProcessesServing(data)).toEqual([]);
+    expect(serve.stderr()).toContain('"signal":"SIGTERM","msg":"shutting down"');
+    client.destroy();
   });
 
   it('leaves no git process behind when SIGKILLed while idle', async () => {
@@ -137,5 +142,113 @@ describe('mesh-cli serve', { timeout: 30_000 }, () => {
     await expect(startServe(bundle, ['--data', missing, '--port', '0'])).rejects.toThrow(
       `exited with 2 before listening: error: --data ${missing} does not exist: pass --data a folder that holds bare repositories`,
     );
+  });
+});
+
+describe('startGitServer', { timeout: 30_000 }, () => {
+  it('makes git push fail and leaves the ref unchanged when the Authorizer refuses receive-pack with 403', async () => {
+    const root = mkdtempSync(join(tmp, 'lib-'));
+    const data = await makeData(root);
+    const tip = await pushMain(root, join(data, 'fleet.git')); // main exists before the server starts
+    const asked: string[] = [];
+    const server = await startGitServer({
+      data, port: 0,
+      authorize: ({ user, service }) => {
+        asked.push(service);
+        return service === 'receive-pack' ? { ok: false, status: 403, message: 'pushes are closed' } : { ok: true, user: user ?? 'anonymous' };
+      },
+    });
+    try {
+      const url = `${server.url}fleet.git`;
+      const work = join(root, 'work');
+      await gitBin(root, work, 'remote', 'set-url', 'origin', url);
+      await gitBin(root, work, 'commit', '--quiet', '--allow-empty', '-m', 'second');
+      await expect(gitBin(root, work, 'push', 'origin', 'main')).rejects.toThrow(/403/);
+      expect(asked).toEqual(['receive-pack']);
+      expect(await gitBin(root, root, 'ls-remote', url, 'refs/heads/main')).toBe(`${tip}\trefs/heads/main\n`);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('asks for credentials with 401, reads basic auth, and hands the Authorizer\'s git config to git', async () => {
+    const root = mkdtempSync(join(tmp, 'lib-'));
+    const data = await makeData(root);
+    const server = await startGitServer({
+      data, port: 0,
+      authorize: ({ user, password }) => user === 'web-1' && password === 's3cret'
+        ? { ok: true, user, gitConfig: [['uploadpack.hideRefs', 'refs/heads/reports/']] }
+        : { ok: false, status: 401, message: 'who are you?' },
+    });
+    try {
+      await expect(gitBin(root, root, 'ls-remote', `${server.url}fleet.git`)).rejects.toThrow(/Authentication failed|could not read Username/);
+      const url = server.url.replace('http://', 'http://web-1:s3cret@') + 'fleet.git';
+      const tip = await pushMain(root, url);
+      await gitBin(root, join(root, 'work'), 'push', '--quiet', 'origin', 'main:refs/heads/reports/web-2');
+      expect(await gitBin(root, root, 'ls-remote', url)).toBe(`${tip}\tHEAD\n${tip}\trefs/heads/main\n`);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('passes Git-Protocol and a gzip request body through to git (a protocol v2 ls-refs)', async () => {
+    const root = mkdtempSync(join(tmp, 'lib-'));
+    const data = await makeData(root);
+    const tip = await pushMain(root, join(data, 'fleet.git'));
+    const server = await startGitServer({ data, port: 0 });
+    try {
+      const res = await fetch(`${server.url}fleet.git/git-upload-pack`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/x-git-upload-pack-request', 'Content-Encoding': 'gzip', 'Git-Protocol': 'version=2' },
+        body: gzipSync('0014command=ls-refs\n0000'),
+      });
+      expect([res.status, await res.text()]).toEqual([200, `0032${tip} HEAD\n003d${tip} refs/heads/main\n0000`]);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('stops git when a client hangs up in the middle of its request', async () => {
+    const root = mkdtempSync(join(tmp, 'lib-'));
+    const data = await makeData(root);
+    const server = await startGitServer({ data, port: 0 });
+    try {
+      const client = halfPost(server.port, '/fleet.git/git-receive-pack', Buffer.from('0032'));
+      expect(await waitFor(() => gitProcessesServing(data).length >= 2, 10_000)).toBe(true);
+      client.destroy();
+      expect(await waitFor(() => gitProcessesServing(data).length === 0, 2500)).toBe(true);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('reads a CGI head: Status becomes the status code, other headers keep their order', () => {
+    expect(parseCgiHead('Status: 404 Not Found\r\nContent-Type: text/plain\r\nX-A: 1')).toEqual({
+      status: 404, headers: [['Content-Type', 'text/plain'], ['X-A', '1']],
+    });
+    expect(parseCgiHead('Content-Type: application/x-git-upload-pack-result')).toEqual({
+      status: 200, headers: [['Content-Type', 'application/x-git-upload-pack-result']],
+    });
+    expect(() => parseCgiHead('garbage')).toThrow('malformed CGI header line');
+  });
+
+  it('serves package files read-only under /packages/, with no listing and nothing outside the folder', async () => {
+    const root = mkdtempSync(join(tmp, 'lib-'));
+    const packages = join(root, 'apt');
+    fs.mkdirSync(join(packages, 'dists'), { recursive: true });
+    writeFileSync(join(packages, 'dists', 'Release'), 'Origin: mesh\n');
+    writeFileSync(join(root, 'secret'), 'no\n');
+    fs.symlinkSync(join(root, 'secret'), join(packages, 'escape'));
+    const server = await startGitServer({ data: await makeData(root), port: 0, packages });
+    try {
+      const release = await fetch(`${server.url}packages/dists/Release`);
+      expect([release.status, await release.text()]).toEqual([200, 'Origin: mesh\n']);
+      for (const path of ['/packages/dists/', '/packages/dists', '/packages/escape', '/packages/../secret', '/packages/%2e%2e/secret']) {
+        expect([400, 404], path).toContain((await rawGet(server.port, path)).status);
+      }
+      expect((await fetch(`${server.url}packages/dists/Release`, { method: 'PUT', body: 'x' })).status).toBe(405);
+    } finally {
+      await server.close();
+    }
   });
 });

@@ -31,20 +31,24 @@ async function serve(opts: ServeOptions): Promise<void> {
   const port = parsePort(opts.port);
   // Requests go to stderr, one JSON line each; stdout carries only the "listening on" line.
   const logger = pino({ base: null }, pino.destination({ dest: 2, sync: true }));
-  const server = await startGitServer({
-    data: opts.data,
-    host: opts.host,
-    port,
-    ...(opts.packages === undefined ? {} : { packages: opts.packages }),
-    log: (msg, fields) => logger.info(fields ?? {}, msg),
-  });
-  process.stdout.write(`listening on ${server.url}\n`);
-  const signal = await new Promise<NodeJS.Signals>((resolve) => {
-    process.once('SIGINT', resolve);
-    process.once('SIGTERM', resolve);
-  });
-  logger.info({ signal }, 'shutting down');
-  await server.close();
+  // Listen for signals before saying "listening": a caller may send one the moment it reads that line.
+  let onSignal: (signal: NodeJS.Signals) => void = () => {};
+  const stopped = new Promise<NodeJS.Signals>((resolve) => { onSignal = resolve; });
+  process.on('SIGINT', onSignal).on('SIGTERM', onSignal);
+  try {
+    const server = await startGitServer({
+      data: opts.data,
+      host: opts.host,
+      port,
+      ...(opts.packages === undefined ? {} : { packages: opts.packages }),
+      log: (msg, fields) => logger.info(fields ?? {}, msg),
+    });
+    process.stdout.write(`listening on ${server.url}\n`);
+    logger.info({ signal: await stopped }, 'shutting down');
+    await server.close();
+  } finally {
+    process.off('SIGINT', onSignal).off('SIGTERM', onSignal);
+  }
 }
 
 function parsePort(text: string): number {

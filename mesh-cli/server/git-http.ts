@@ -43,7 +43,6 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
   const handle = async (req: IncomingMessage, res: ServerResponse, seen: { user: string | null }): Promise<void> => {
     const r = route(req.method ?? 'GET', req.url ?? '/');
     if (r.kind === 'error') return plain(res, r.status, r.message);
-    if (closing) return plain(res, 503, 'the server is shutting down');
     if (r.kind === 'packages') {
       if (packages === undefined) return plain(res, 404, 'no package repository is served here (start with --packages DIR)');
       return servePackageFile(packages, r.file, req, res);
@@ -55,12 +54,14 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
       return plain(res, verdict.status, verdict.message);
     }
     seen.user = verdict.user;
+    if (closing) return plain(res, 503, 'the server is shutting down'); // close() waits only for children it saw
     const env = cgiEnv({ projectRoot: data, ...r, user: verdict.user, gitConfig: verdict.gitConfig ?? [] }, req);
     const run = runCgi(backend, env, req, res, (message) => log('git http-backend failed', { path: r.pathInfo, message }));
     runs.add(run);
     void run.done.then(() => runs.delete(run));
   };
 
+  // Keep-alive outlasts the hosts' 60 s agents; a push of a large pack may take long on a slow link.
   const server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 3_600_000 }, (req, res) => {
     const started = Date.now();
     const seen = { user: null as string | null };
