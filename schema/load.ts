@@ -26,7 +26,14 @@ export function loadYaml<S extends z.ZodType>(text: string, file: string, schema
   });
   if (syntax.length > 0) return { ok: false, problems: syntax };
 
-  const result = schema.safeParse(doc.toJS({ maxAliasCount: 100 }) ?? {});
+  let data: unknown;
+  try {
+    data = doc.toJS({ maxAliasCount: 100 }) ?? {};
+  } catch (e) {
+    // Unresolved aliases and alias bombs surface only when the document is built.
+    return { ok: false, problems: [{ file, line: 1, col: 1, message: `cannot read the YAML: ${e instanceof Error ? e.message : String(e)}` }] };
+  }
+  const result = schema.safeParse(data);
   if (result.success) return { ok: true, value: result.data };
   const problems = result.error.issues.flatMap((issue) => problemsOf(issue, doc, lines, file));
   return { ok: false, problems: problems.sort((a, b) => a.line - b.line || a.col - b.col) };
