@@ -11,5 +11,6 @@ export const realExec: Exec = (cmd, args, opts = {}) =>
     child.stderr.on('data', (b: Buffer) => err.push(b));
     child.on('error', (e) => resolve({ code: 127, stdout: '', stderr: `${cmd}: ${e.message}` }));
     child.on('close', (code, signal) => resolve({ code: code ?? (signal ? 128 : 1), stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }));
+    child.stdin.on('error', () => undefined); // a program that exits without reading its input is not an error
     child.stdin.end(opts.input ?? '');
   });
