@@ -42,12 +42,15 @@ export const DirectoryResource = z.strictObject({
   ensure,
 });
 
-export const SymlinkResource = z.strictObject({
-  type: z.literal('symlink'),
-  path: absolutePath,
-  target: z.string().min(1),
-  ensure,
-});
+export const SymlinkResource = z
+  .strictObject({
+    type: z.literal('symlink'),
+    path: absolutePath,
+    /** What the link points at, stored as written: absolute (inside the machine) or relative to the link's folder. */
+    target: z.string().min(1).refine((t) => !t.includes('\0'), { message: 'must not contain a NUL byte' }).optional(),
+    ensure,
+  })
+  .refine((l) => l.target !== undefined || l.ensure === 'absent', { message: 'a symlink needs a target (or ensure: absent)', path: ['target'] });
 
 export const PackageResource = z.strictObject({
   type: z.literal('package'),
@@ -58,9 +61,10 @@ export const PackageResource = z.strictObject({
 
 export const ServiceResource = z.strictObject({
   type: z.literal('service'),
-  name: z.string().min(1),
+  name: z.string().regex(/^[A-Za-z0-9_][A-Za-z0-9:_.@\\-]*$/, { message: 'must be a systemd unit name such as nginx or nginx.service' }),
   enabled: z.boolean().optional(),
   running: z.boolean().optional(),
+  /** Files whose change in the same pass restarts the service (like Puppet's notify). */
   restartOn: z.array(absolutePath).optional(),
 });
 

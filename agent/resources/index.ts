@@ -3,11 +3,21 @@ import type { Resource, ResourceType } from '../../schema/declaration.js';
 import { MeshError } from '../errors.js';
 import { directoryHandler } from './directory.js';
 import { fileHandler } from './file.js';
+import { groupHandler } from './group.js';
 import type { Handler } from './handler.js';
+import { serviceHandler } from './service.js';
+import { symlinkHandler } from './symlink.js';
+import { userHandler } from './user.js';
+import { packageHandler } from './package.js';
 
 const handlers: Partial<Record<ResourceType, Handler<never>>> = {
   file: fileHandler,
   directory: directoryHandler,
+  symlink: symlinkHandler,
+  user: userHandler,
+  group: groupHandler,
+  service: serviceHandler,
+  package: packageHandler,
 };
 
 /** The handler for `r`'s type. */

@@ -1,0 +1,122 @@
+/**
+ * Pre-flight: checks that need the whole declaration and the machine, made before anything
+ * changes, so that bad input applies nothing. A file owned by a user nobody declares, or two
+ * resources that would land on the same place, fail the pass with every problem named by its
+ * resource. It also orders the pass: a resource's dependencies go first, like Puppet's autorequire.
+ */
+import { dirname, join, posix } from 'node:path';
+import { resourceId, type Resource } from '../schema/declaration.js';
+import type { Step } from './plan.js';
+import { readGroup, readPasswd } from './resources/accounts.js';
+
+export interface PreflightProblem {
+  id: string;
+  message: string;
+}
+
+type Kind = 'user' | 'group';
+
+/** Every problem in the declared steps, checked against the users and groups under `root`. */
+export function preflight(steps: Step[], root: string): PreflightProblem[] {
+  const declared = steps.flatMap((s) => (s.action === 'remove' ? [] : [s.resource]));
+  return [...accountProblems(declared, steps, root), ...pathProblems(declared)];
+}
+
+function accountProblems(declared: Resource[], steps: Step[], root: string): PreflightProblem[] {
+  // Accounts this pass deletes: declared absent, or created by mesh and no longer declared.
+  const leaving = new Map<string, string>();
+  for (const r of declared) if ((r.type === 'user' || r.type === 'group') && r.ensure === 'absent') leaving.set(`${r.type}:${r.name}`, `${resourceId(r)} is declared absent`);
+  for (const s of steps) {
+    if (s.action === 'remove' && (s.record.type === 'user' || s.record.type === 'group') && !s.record.prior?.existed) leaving.set(s.id, `${s.id} is no longer declared and is removed in this pass`);
+  }
+  // root is known even to a root without account files, as it is to file ownership (ownership.ts).
+  const known: Record<Kind, Set<string>> = { user: new Set(['root', ...readPasswd(root).map((u) => u.name)]), group: new Set(['root', ...readGroup(root).map((g) => g.name)]) };
+  for (const [id] of leaving) known[id.startsWith('user:') ? 'user' : 'group'].delete(id.slice(id.indexOf(':') + 1));
+  for (const r of declared) {
+    if ((r.type !== 'user' && r.type !== 'group') || r.ensure === 'absent') continue;
+    known[r.type].add(r.name);
+    if (r.type === 'user' && r.group === undefined) known.group.add(r.name); // its own group, where login.defs says USERGROUPS_ENAB
+  }
+  const problems: PreflightProblem[] = [];
+  const check = (r: Resource, field: string, kind: Kind, name: string | undefined) => {
+    if (name === undefined || known[kind].has(name)) return;
+    const leaves = leaving.get(`${kind}:${name}`);
+    const message = leaves ? `${field} '${name}' will not exist after this pass: ${leaves}` : `${field} '${name}' is neither a ${kind} on this machine nor declared as a ${kind} resource`;
+    problems.push({ id: resourceId(r), message });
+  };
+  for (const r of declared) {
+    if ('ensure' in r && r.ensure === 'absent') continue;
+    if (r.type === 'file' || r.type === 'directory') {
+      check(r, 'owner', 'user', r.owner);
+      check(r, 'group', 'group', r.group);
+    }
+    if (r.type === 'user') for (const g of [r.group, ...(r.groups ?? [])]) check(r, g === r.group ? 'group' : 'groups', 'group', g);
+  }
+  return problems;
+}
+
+function pathProblems(declared: Resource[]): PreflightProblem[] {
+  const problems: PreflightProblem[] = [];
+  const byPath = new Map<string, string>();
+  for (const r of declared) {
+    if (!('path' in r)) continue;
+    const first = byPath.get(r.path);
+    if (first) problems.push({ id: resourceId(r), message: `${r.path} is also declared as ${first}; one path can hold one thing` });
+    else byPath.set(r.path, resourceId(r));
+  }
+  const links = new Map(declared.flatMap((r) => (r.type === 'symlink' && r.ensure !== 'absent' && r.target ? [[r.path, r.target] as const] : [])));
+  for (const r of declared) {
+    if (!('path' in r)) continue;
+    const through = linkAbove(r.path, links);
+    if (!through) continue;
+    const real = realPath(r.path, links);
+    const other = byPath.get(real);
+    problems.push({
+      id: resourceId(r),
+      message: other
+        ? `${r.path} collides with ${other} through symlink:${through} (both are ${real})`
+        : `${r.path} goes through symlink:${through}; mesh never writes through a symlink: declare it as ${real}`,
+    });
+  }
+  return problems;
+}
+
+/** The nearest declared symlink among the folders above `path`. */
+function linkAbove(path: string, links: Map<string, string>): string | undefined {
+  for (let p = dirname(path); p !== '/'; p = dirname(p)) if (links.has(p)) return p;
+  return undefined;
+}
+
+/** Where `path` really lands once the declared symlinks above it are followed. */
+function realPath(path: string, links: Map<string, string>): string {
+  let p = path;
+  for (let hops = 0, link = linkAbove(p, links); link && hops < 40; hops++, link = linkAbove(p, links)) {
+    const target = links.get(link)!;
+    p = posix.normalize(join(target.startsWith('/') ? target : join(dirname(link), target), p.slice(link.length)));
+  }
+  return p;
+}
+
+/** Steps in declared order, except that the users and groups a resource names and the files a service restarts on go first; removals stay last. */
+export function dependencyOrder(steps: Step[]): Step[] {
+  const byId = new Map(steps.flatMap((s) => (s.action === 'remove' || absent(s.resource) ? [] : [[s.id, s] as const])));
+  const placed = new Set<string>();
+  const out: Step[] = [];
+  const place = (s: Step) => {
+    if (placed.has(s.id)) return;
+    placed.add(s.id);
+    if (s.action !== 'remove' && !absent(s.resource)) for (const dep of needs(s.resource)) if (byId.has(dep)) place(byId.get(dep)!);
+    out.push(s);
+  };
+  steps.filter((s) => s.action !== 'remove').forEach(place);
+  return [...out, ...steps.filter((s) => s.action === 'remove')];
+}
+
+const absent = (r: Resource) => 'ensure' in r && r.ensure === 'absent';
+
+function needs(r: Resource): string[] {
+  if (r.type === 'file' || r.type === 'directory') return [...(r.owner ? [`user:${r.owner}`] : []), ...(r.group ? [`group:${r.group}`] : [])];
+  if (r.type === 'user') return [r.group, ...(r.groups ?? [])].flatMap((g) => (g ? [`group:${g}`] : []));
+  if (r.type === 'service') return (r.restartOn ?? []).flatMap((p) => [`file:${p}`, `directory:${p}`, `symlink:${p}`]);
+  return [];
+}

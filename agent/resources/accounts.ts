@@ -1,0 +1,66 @@
+/**
+ * The user and group database of a machine: read straight from the root's own etc/passwd and
+ * etc/group, and changed only through the real shadow-utils tools confined to that root.
+ */
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { MeshError } from '../errors.js';
+import { underRoot } from '../paths.js';
+import type { ResourceContext } from './handler.js';
+import { invalidateIdCache } from './ownership.js';
+
+export interface PasswdEntry {
+  name: string;
+  uid: number;
+  gid: number;
+  home: string;
+  shell: string;
+}
+
+export interface GroupEntry {
+  name: string;
+  gid: number;
+  members: string[];
+}
+
+/** Every user in the root's etc/passwd (none when the file is missing). */
+export function readPasswd(root: string): PasswdEntry[] {
+  return rows(root, '/etc/passwd').flatMap(([name, , uid, gid, , home, shell]) =>
+    name && /^\d+$/.test(uid ?? '') && /^\d+$/.test(gid ?? '') ? [{ name, uid: Number(uid), gid: Number(gid), home: home ?? '', shell: shell ?? '' }] : [],
+  );
+}
+
+/** Every group in the root's etc/group (none when the file is missing). */
+export function readGroup(root: string): GroupEntry[] {
+  return rows(root, '/etc/group').flatMap(([name, , gid, members]) =>
+    name && /^\d+$/.test(gid ?? '') ? [{ name, gid: Number(gid), members: (members ?? '').split(',').filter(Boolean) }] : [],
+  );
+}
+
+function rows(root: string, file: string): string[][] {
+  let text: string;
+  try {
+    text = readFileSync(underRoot(root, file), 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw e;
+  }
+  return text.split('\n').filter((l) => l && !l.startsWith('#')).map((l) => l.split(':'));
+}
+
+/**
+ * Run a shadow-utils tool (useradd, usermod, userdel, groupadd, groupmod, groupdel) on the
+ * machine at ctx.root. `--root` makes the tool chroot into the root before it touches anything,
+ * so passwd, shadow, group, gshadow, login.defs, lock files and name lookups are all the root's
+ * own, and a symlink inside the root cannot lead a write out of it (`--prefix` would follow it).
+ */
+export async function shadowTool(ctx: ResourceContext, tool: string, args: string[]): Promise<void> {
+  const root = resolve(ctx.root);
+  const confined = root === '/' ? args : ['--root', root, ...args];
+  const r = await ctx.exec(tool, confined, { env: { LC_ALL: 'C' } });
+  invalidateIdCache(); // file ownership lookups must see this change within the same pass
+  if (r.code !== 0) {
+    const why = r.stderr.trim().split('\n').filter((l) => !l.includes('Warning')).join('; ') || `exit code ${r.code}`;
+    throw new MeshError(`E_${tool.toUpperCase()}`, `${tool} ${args.join(' ')} failed: ${why}`, { data: { tool, args, code: r.code } });
+  }
+}

@@ -1,0 +1,119 @@
+/**
+ * `service` (systemd): whether a unit is enabled, whether it runs, and restarting it when a
+ * file it watches changed in the same pass. Enabling works offline on any root through
+ * `systemctl --root`; running and restarting need a systemd that runs the machine, which
+ * exists only when the root is "/" and the machine booted with systemd. Without one the host
+ * says so (`unverified`) instead of claiming what it cannot check.
+ */
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import type { ServiceResource } from '../../schema/declaration.js';
+import type { HandlerExtras } from '../apply.js';
+import { MeshError } from '../errors.js';
+import type { Handler, ResourceContext } from './handler.js';
+
+/** The systemd that runs the machine at a root, or the reason there is none. */
+export interface ServiceManager {
+  /** Why services cannot be seen running or be started here; undefined when a systemd runs. */
+  absent?: string;
+  isActive(unit: string): Promise<boolean>;
+  control(verb: 'start' | 'stop' | 'restart', unit: string): Promise<void>;
+}
+
+/** A resource context that may carry a service manager (tests hand in a simulated one). */
+export type ServiceContext = ResourceContext & { systemd?: ServiceManager };
+
+export interface ServiceState extends Record<string, unknown> {
+  /** What `systemctl is-enabled` says (enabled, disabled, static, masked, …), or not-found. */
+  enabled: string;
+  /** null when no running systemd can tell. */
+  running: boolean | null;
+}
+
+/** The real systemd for `ctx.root`: only "/" on a machine booted with systemd has one (sd_booted's test). */
+export function systemdFor(ctx: ServiceContext): ServiceManager {
+  if (ctx.systemd) return ctx.systemd;
+  const booted = resolve(ctx.root) === '/' && existsSync('/run/systemd/system');
+  return {
+    absent: booted ? undefined : 'no running systemd under this root',
+    isActive: async (unit) => (await ctx.exec('systemctl', ['is-active', '--quiet', '--', unit])).code === 0,
+    control: async (verb, unit) => void (await systemctl(ctx, [verb, '--', unit])),
+  };
+}
+
+async function systemctl(ctx: ResourceContext, args: string[], offline = false): Promise<string> {
+  const root = resolve(ctx.root);
+  const r = await ctx.exec('systemctl', offline && root !== '/' ? [`--root=${root}`, ...args] : args, { env: { LC_ALL: 'C' } });
+  if (r.code !== 0) throw new MeshError('E_SYSTEMCTL', `systemctl ${args.join(' ')} failed: ${r.stderr.trim().split('\n')[0] || `exit code ${r.code}`}`);
+  return r.stdout;
+}
+
+const isEnabled = (state: string) => state === 'enabled' || state === 'enabled-runtime';
+
+async function readState(ctx: ServiceContext, unit: string): Promise<ServiceState> {
+  const root = resolve(ctx.root);
+  const r = await ctx.exec('systemctl', [...(root === '/' ? [] : [`--root=${root}`]), 'is-enabled', '--', unit], { env: { LC_ALL: 'C' } });
+  const said = r.stdout.trim().split('\n')[0] ?? '';
+  if (!said && !/No such file or directory|not found/i.test(r.stderr)) throw new MeshError('E_SYSTEMCTL', `systemctl is-enabled ${unit} failed: ${r.stderr.trim() || `exit code ${r.code}`}`);
+  const systemd = systemdFor(ctx);
+  return { enabled: said || 'not-found', running: systemd.absent ? null : await systemd.isActive(unit) };
+}
+
+async function converge(ctx: ServiceContext, unit: string, want: { enabled?: boolean; running?: boolean }, now: ServiceState): Promise<void> {
+  if (want.enabled !== undefined && want.enabled !== isEnabled(now.enabled)) await systemctl(ctx, [want.enabled ? 'enable' : 'disable', '--', unit], true);
+  const systemd = systemdFor(ctx);
+  if (want.running !== undefined && !systemd.absent && want.running !== now.running) await systemd.control(want.running ? 'start' : 'stop', unit);
+}
+
+/** Why `r` cannot be fully verified here (declares `running` without a running systemd); undefined when it can. */
+export function serviceUnverifiable(r: ServiceResource, ctx: ServiceContext): string | undefined {
+  const absent = systemdFor(ctx).absent;
+  return r.running !== undefined && absent ? `${absent}: running=${r.running} not verified` : undefined;
+}
+
+/** Restart `r` because files it watches changed in this pass; without a running systemd it only says the restart was requested. */
+export async function restartService(r: ServiceResource, ctx: ServiceContext, changed: string[]): Promise<{ change: string; unverified?: string }> {
+  const systemd = systemdFor(ctx);
+  const because = `${changed.join(', ')} changed`;
+  if (systemd.absent) return { change: `restart requested: ${because}`, unverified: 'restart requested but no running systemd' };
+  await systemd.control('restart', r.name);
+  if (!(await systemd.isActive(r.name))) throw new MeshError('E_RESTART', `${r.name} was restarted (${because}) but is not active afterwards`);
+  return { change: `restarted: ${because}` };
+}
+
+export const serviceHandler: Handler<ServiceResource> & HandlerExtras<ServiceResource> = {
+  unverifiable: serviceUnverifiable,
+  watches: (r) => r.restartOn ?? [],
+  refresh: restartService,
+
+  async read(r, ctx) {
+    return readState(ctx, r.name);
+  },
+
+  diff(r, observed) {
+    const now = observed as ServiceState;
+    const changes: string[] = [];
+    if (r.enabled !== undefined && r.enabled !== isEnabled(now.enabled)) changes.push(`${now.enabled} → ${r.enabled ? 'enabled' : 'disabled'}`);
+    if (r.running !== undefined && now.running !== null && r.running !== now.running) changes.push(r.running ? 'stopped → running' : 'running → stopped');
+    return changes;
+  },
+
+  async apply(r, observed, ctx) {
+    await converge(ctx, r.name, r, observed as ServiceState);
+  },
+
+  async prior(_r, observed) {
+    return { existed: (observed as ServiceState).enabled !== 'not-found', state: observed };
+  },
+
+  // Put back the enabled (and, where a systemd runs, running) state from before; a unit mesh found absent ends disabled.
+  async remove(record, ctx) {
+    const unit = String(record.resource.name);
+    const before = (record.prior?.state ?? null) as ServiceState | null;
+    const now = await readState(ctx, unit);
+    if (now.enabled === 'not-found') return undefined;
+    const want = record.prior?.existed ? { enabled: before ? isEnabled(before.enabled) : undefined, running: before?.running ?? undefined } : { enabled: false, running: false };
+    await converge(ctx, unit, want, now);
+    return record.prior?.existed ? `put ${unit} back to ${before ? before.enabled : 'as it was'}` : undefined;
+  },
+};

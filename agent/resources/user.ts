@@ -1,0 +1,100 @@
+/**
+ * `user`: one account in the root's etc/passwd — uid, primary group, supplementary groups,
+ * home and shell — or its absence, through useradd/usermod/userdel. mesh never creates or
+ * deletes home directories: declare the home as a `directory` owned by the user.
+ */
+import { isDeepStrictEqual } from 'node:util';
+import type { UserResource } from '../../schema/declaration.js';
+import { readGroup, readPasswd, shadowTool } from './accounts.js';
+import type { Handler, ResourceContext } from './handler.js';
+
+export interface UserState extends Record<string, unknown> {
+  uid: number;
+  /** Primary group by name (the gid as a string when the group has no entry). */
+  group: string;
+  /** Supplementary groups, sorted. */
+  groups: string[];
+  home: string;
+  shell: string;
+}
+
+type Wanted = Partial<Pick<UserState, 'uid' | 'group' | 'groups' | 'home' | 'shell'>>;
+
+function readState(ctx: ResourceContext, name: string): UserState | null {
+  const entry = readPasswd(ctx.root).find((u) => u.name === name);
+  if (!entry) return null;
+  const groups = readGroup(ctx.root);
+  const group = groups.find((g) => g.gid === entry.gid)?.name ?? String(entry.gid);
+  const member = groups.filter((g) => g.members.includes(name)).map((g) => g.name).sort();
+  return { uid: entry.uid, group, groups: member, home: entry.home, shell: entry.shell };
+}
+
+/** One phrase per field of `want` that differs from `now`. */
+function differences(want: Wanted, now: UserState): string[] {
+  const out: string[] = [];
+  for (const key of ['uid', 'group', 'home', 'shell'] as const) {
+    if (want[key] !== undefined && want[key] !== now[key]) out.push(`${key} ${now[key]} → ${want[key]}`);
+  }
+  const groups = want.groups && [...want.groups].sort();
+  if (groups && !isDeepStrictEqual(groups, now.groups)) out.push(`groups ${now.groups.join(',') || '(none)'} → ${groups.join(',') || '(none)'}`);
+  return out;
+}
+
+/** useradd/usermod options that set every field of `want` that differs from `now` (all of them when `now` is null). */
+function options(want: Wanted, now: UserState | null): string[] {
+  const differs = <K extends keyof Wanted>(k: K) => want[k] !== undefined && (!now || !isDeepStrictEqual(k === 'groups' ? [...want.groups!].sort() : want[k], now[k]));
+  return [
+    ...(differs('uid') ? ['--uid', String(want.uid)] : []),
+    ...(differs('group') ? ['--gid', want.group!] : []),
+    ...(differs('groups') && (now || want.groups!.length > 0) ? ['--groups', want.groups!.join(',')] : []),
+    ...(differs('home') ? ['--home', want.home!] : []),
+    ...(differs('shell') ? ['--shell', want.shell!] : []),
+  ];
+}
+
+export const userHandler: Handler<UserResource> = {
+  async read(r, ctx) {
+    return readState(ctx, r.name);
+  },
+
+  // `system` only picks the uid range when the user is created; it is not compared afterwards.
+  diff(r, observed) {
+    const now = observed as UserState | null;
+    if (r.ensure === 'absent') return now ? ['exists, should be absent'] : [];
+    return now ? differences(r, now) : ['absent, should exist'];
+  },
+
+  async apply(r, observed, ctx) {
+    const now = observed as UserState | null;
+    if (r.ensure === 'absent') {
+      if (now) await shadowTool(ctx, 'userdel', [r.name]);
+      return;
+    }
+    if (!now) await shadowTool(ctx, 'useradd', ['--no-create-home', ...(r.system ? ['--system'] : []), ...options(r, null), r.name]);
+    else if (options(r, now).length > 0) await shadowTool(ctx, 'usermod', [...options(r, now), r.name]);
+  },
+
+  async prior(_r, observed) {
+    return { existed: observed !== null, state: observed };
+  },
+
+  // A user that was there before is never deleted: the fields mesh changed are put back.
+  async remove(record, ctx) {
+    const name = String(record.resource.name);
+    const before = (record.prior?.state ?? null) as UserState | null;
+    const now = readState(ctx, name);
+    if (!record.prior?.existed) {
+      if (now) await shadowTool(ctx, 'userdel', [name]);
+      return undefined;
+    }
+    if (!before) return `left user ${name} as it is: it existed before mesh took it over, and its earlier fields are not known`;
+    if (!now) {
+      await shadowTool(ctx, 'useradd', ['--no-create-home', ...options(before, null), name]);
+      return `re-created user ${name} with its earlier uid, groups, home and shell (not its password)`;
+    }
+    const changed = differences(before, now);
+    if (changed.length === 0) return `left user ${name} in place: it existed before mesh took it over`;
+    await shadowTool(ctx, 'usermod', [...options(before, now), name]);
+    return `restored user ${name}: ${changed.join('; ')}`;
+  },
+};

@@ -1,0 +1,358 @@
+/**
+ * Every resource type end to end: the built mesh-host applies a bundle to a temporary root
+ * (`mesh-host apply --bundle DIR --root ROOT --json`, no git) and each line of its result is
+ * checked against the root. Users and groups go through the real useradd/usermod/userdel/
+ * groupadd/groupmod/groupdel chrooted into the root (`--root`); services through the real
+ * `systemctl --root`. No systemd runs as PID 1 in this container, and under a --root other
+ * than "/" there is never one to talk to, so a service's running state and restarts are
+ * absent here: the host must say `unverified`, and these tests check that it does.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { applyPlan, observe } from '../agent/apply.js';
+import { realExec } from '../agent/exec.js';
+import { plan } from '../agent/plan.js';
+import { handlerFor } from '../agent/resources/index.js';
+import type { ServiceManager } from '../agent/resources/service.js';
+import { Store } from '../agent/store.js';
+import type { Resource } from '../schema/declaration.js';
+import { hostCmd, newMachine, runProgram } from './helpers/fleet.js';
+import { snapshot } from './helpers/snapshot.js';
+
+const HOST_ACCOUNTS = ['/etc/passwd', '/etc/group', '/etc/shadow', '/etc/gshadow'];
+const hashes = () => HOST_ACCOUNTS.map((f) => `${f} ${existsSync(f) ? createHash('sha256').update(readFileSync(f)).digest('hex') : 'missing'}`);
+let hostBefore: string[];
+beforeAll(() => void (hostBefore = hashes()));
+afterAll(() => expect(hashes(), 'the machine running the tests must keep its own accounts').toEqual(hostBefore));
+
+/**
+ * A simulated machine with a minimal account database written from scratch (not the host's):
+ * root, the users group, and `ops` (uid 1001), a user that was there before mesh.
+ */
+function machine(): string {
+  const root = newMachine(mkdtempSync(join(tmpdir(), 'mesh-res-')));
+  const etc = (name: string, text: string, mode = 0o644) => writeFileSync(join(root, 'etc', name), text, { mode });
+  etc('passwd', 'root:x:0:0:root:/root:/bin/sh\nops:x:1001:1001::/home/ops:/bin/sh\n');
+  etc('group', 'root:x:0:\nusers:x:100:\nops:x:1001:\n');
+  etc('shadow', 'root:*:19000:0:99999:7:::\nops:!:19000:0:99999:7:::\n', 0o640);
+  etc('gshadow', 'root:*::\nusers:*::\nops:!::\n', 0o640);
+  etc('login.defs', 'UID_MIN 2000\nUID_MAX 60000\nGID_MIN 2000\nGID_MAX 60000\nSYS_UID_MIN 100\nSYS_UID_MAX 999\nSYS_GID_MIN 100\nSYS_GID_MAX 999\nUSERGROUPS_ENAB yes\n');
+  return root;
+}
+
+interface Line {
+  id: string;
+  result: string;
+  drift?: boolean;
+  changes?: string[];
+  error?: string;
+}
+interface Body {
+  outcome: string;
+  errors: Array<{ file?: string; line?: number; col?: number; message: string }>;
+  resources: Line[];
+  counts?: Record<string, number>;
+}
+
+/** One pass of `yaml` (the resources: list) on `root`; returns the exit code and the parsed result. */
+async function apply(root: string, resources: string): Promise<{ code: number; body: Body }> {
+  const bundle = join(root, '..', `${root.split('/').pop()}-bundle`);
+  rmSync(bundle, { recursive: true, force: true });
+  mkdirSync(bundle);
+  writeFileSync(join(bundle, 'base.yaml'), resources ? `resources:\n${resources}` : 'resources: []\n');
+  const run = await hostCmd(root, 'apply', '--bundle', bundle, '--json');
+  if (!run.stdout.trim()) throw new Error(`mesh-host apply printed nothing (exit ${run.code}): ${run.stderr}`);
+  return { code: run.code, body: JSON.parse(run.stdout) as Body };
+}
+
+/** An empty declaration: everything the host owns is un-declared. */
+const NOTHING = '';
+const lineOf = (body: Body, id: string) => body.resources.find((l) => l.id === id);
+const etcLine = (root: string, file: string, name: string) => readFileSync(join(root, 'etc', file), 'utf8').split('\n').find((l) => l.startsWith(`${name}:`));
+const onRoot = (root: string, cmd: string, ...args: string[]) => runProgram(cmd, ['--root', root, ...args], root);
+
+describe('symlink', () => {
+  const link = (target: string) => `  - type: symlink\n    path: /etc/app\n    target: ${target}\n`;
+
+  it('is created, read back with lstat, and unchanged on the next pass', async () => {
+    const root = machine();
+    const first = await apply(root, link('/srv/app'));
+    expect(first.body.resources).toEqual([{ id: 'symlink:/etc/app', result: 'created', changes: ['absent, should be a symlink to /srv/app'] }]);
+    expect(readlinkSync(join(root, 'etc/app'))).toBe('/srv/app');
+    expect((await apply(root, link('/srv/app'))).body.resources).toEqual([{ id: 'symlink:/etc/app', result: 'unchanged' }]);
+  });
+
+  it('pointed elsewhere by hand, is repaired on the next pass with drift: true', async () => {
+    const root = machine();
+    await apply(root, link('/srv/app'));
+    unlinkSync(join(root, 'etc/app'));
+    symlinkSync('/tmp', join(root, 'etc/app'));
+    const { body } = await apply(root, link('/srv/app'));
+    expect(body.resources).toEqual([{ id: 'symlink:/etc/app', result: 'updated', changes: ['target /tmp → /srv/app'], drift: true }]);
+    expect(body.counts).toMatchObject({ changed: 1, drift: 1 });
+    expect(readlinkSync(join(root, 'etc/app'))).toBe('/srv/app');
+  });
+
+  it('un-declared, is removed when the host made it and gives back the file it replaced', async () => {
+    const root = machine();
+    writeFileSync(join(root, 'etc/app'), 'original\n', { mode: 0o640 });
+    await apply(root, link('/srv/app') + link('/srv/other').replace('/etc/app', '/etc/app2'));
+    expect(lstatSync(join(root, 'etc/app')).isSymbolicLink()).toBe(true);
+    const { body } = await apply(root, NOTHING);
+    expect(body.resources).toEqual([
+      { id: 'symlink:/etc/app2', result: 'removed' },
+      { id: 'symlink:/etc/app', result: 'restored', changes: ['restored /etc/app to what was there before mesh took it over'] },
+    ]);
+    expect(existsSync(join(root, 'etc/app2'))).toBe(false);
+    expect(readFileSync(join(root, 'etc/app'), 'utf8')).toBe('original\n');
+    expect(lstatSync(join(root, 'etc/app')).mode & 0o7777).toBe(0o640);
+  });
+
+  it('is never written through a symlinked folder', async () => {
+    const root = machine();
+    const outside = mkdtempSync(join(tmpdir(), 'mesh-outside-'));
+    symlinkSync(outside, join(root, 'etc/escape'));
+    const { code, body } = await apply(root, link('/srv/app').replace('/etc/app', '/etc/escape/app'));
+    expect(code).toBe(1);
+    expect(body.resources).toEqual([{ id: 'symlink:/etc/escape/app', result: 'failed', error: expect.stringMatching(/^cannot read current state: .*the parent \/etc\/escape is a symlink/) }]);
+    expect(snapshot(outside)).toEqual({});
+  });
+});
+
+describe('group', () => {
+  const group = (name: string, gid: number) => `  - type: group\n    name: ${name}\n    gid: ${gid}\n`;
+
+  it('is created with groupadd inside the root, read back from its etc/group, and unchanged next pass', async () => {
+    const root = machine();
+    const { body } = await apply(root, group('web', 3000) + '  - type: group\n    name: svc\n    system: true\n');
+    expect(body.resources).toEqual([
+      { id: 'group:web', result: 'created', changes: ['absent, should exist'] },
+      { id: 'group:svc', result: 'created', changes: ['absent, should exist'] },
+    ]);
+    expect(etcLine(root, 'group', 'web')).toBe('web:x:3000:');
+    expect(etcLine(root, 'group', 'svc')).toBe('svc:x:999:'); // the system range from the root's own login.defs
+    expect(etcLine(root, 'gshadow', 'web')).toBe('web:!::');
+    expect((await apply(root, group('web', 3000))).body.resources[0]).toEqual({ id: 'group:web', result: 'unchanged' });
+  });
+
+  it('with its gid changed by hand, is repaired on the next pass with drift: true', async () => {
+    const root = machine();
+    await apply(root, group('web', 3000));
+    expect((await onRoot(root, 'groupmod', '--gid', '3100', 'web')).code).toBe(0);
+    const { body } = await apply(root, group('web', 3000));
+    expect(body.resources).toEqual([{ id: 'group:web', result: 'updated', changes: ['gid 3100 → 3000'], drift: true }]);
+    expect(etcLine(root, 'group', 'web')).toBe('web:x:3000:');
+  });
+
+  it('un-declared, is deleted when the host created it; a group that was there before keeps existing with its gid', async () => {
+    const root = machine();
+    await apply(root, group('web', 3000) + group('ops', 1500));
+    expect(etcLine(root, 'group', 'ops')).toBe('ops:x:1500:');
+    const { body } = await apply(root, NOTHING);
+    expect(body.resources).toEqual([
+      { id: 'group:ops', result: 'restored', changes: ['restored group ops to gid 1001'] },
+      { id: 'group:web', result: 'removed' },
+    ]);
+    expect(etcLine(root, 'group', 'web')).toBeUndefined();
+    expect(etcLine(root, 'group', 'ops')).toBe('ops:x:1001:');
+  });
+});
+
+describe('user', () => {
+  const alice = (shell = '/bin/bash') =>
+    `  - type: group\n    name: web\n    gid: 3000\n  - type: user\n    name: alice\n    uid: 2500\n    group: web\n    groups: [users, ops]\n    home: /home/alice\n    shell: ${shell}\n`;
+
+  it('is created with useradd inside the root and read back from its etc/passwd and etc/group', async () => {
+    const root = machine();
+    const { body } = await apply(root, alice());
+    expect(body.resources).toEqual([
+      { id: 'group:web', result: 'created', changes: ['absent, should exist'] },
+      { id: 'user:alice', result: 'created', changes: ['absent, should exist'] },
+    ]);
+    expect(etcLine(root, 'passwd', 'alice')).toBe('alice:x:2500:3000::/home/alice:/bin/bash');
+    expect([etcLine(root, 'group', 'users'), etcLine(root, 'group', 'ops')]).toEqual(['users:x:100:alice', 'ops:x:1001:alice']);
+    expect(etcLine(root, 'shadow', 'alice')).toMatch(/^alice:!:\d+:/);
+    expect(existsSync(join(root, 'home/alice'))).toBe(false); // homes are declared as directories, never made behind the user's back
+    expect((await apply(root, alice())).body.resources.map((l) => l.result)).toEqual(['unchanged', 'unchanged']);
+  });
+
+  it('with its shell and groups changed by hand, is repaired on the next pass with drift: true', async () => {
+    const root = machine();
+    await apply(root, alice());
+    expect((await onRoot(root, 'usermod', '--shell', '/bin/sh', '--groups', 'users', 'alice')).code).toBe(0);
+    const { body } = await apply(root, alice());
+    expect(lineOf(body, 'user:alice')).toEqual({ id: 'user:alice', result: 'updated', changes: ['shell /bin/sh → /bin/bash', 'groups users → ops,users'], drift: true });
+    expect(etcLine(root, 'passwd', 'alice')).toBe('alice:x:2500:3000::/home/alice:/bin/bash');
+  });
+
+  it('un-declared, is deleted when the host created it; a user that was there before gets its old fields back', async () => {
+    const root = machine();
+    await apply(root, alice() + '  - type: user\n    name: ops\n    shell: /bin/bash\n    groups: [users]\n');
+    expect(etcLine(root, 'passwd', 'ops')).toBe('ops:x:1001:1001::/home/ops:/bin/bash');
+    const { body } = await apply(root, NOTHING);
+    expect(body.resources).toEqual([
+      { id: 'user:ops', result: 'restored', changes: ['restored user ops: shell /bin/bash → /bin/sh; groups users → (none)'] },
+      { id: 'user:alice', result: 'removed' },
+      { id: 'group:web', result: 'removed' },
+    ]);
+    expect(etcLine(root, 'passwd', 'alice')).toBeUndefined();
+    expect(etcLine(root, 'passwd', 'ops')).toBe('ops:x:1001:1001::/home/ops:/bin/sh');
+    expect(etcLine(root, 'group', 'users')).toBe('users:x:100:');
+  });
+
+  it('can own a file in the same pass even when declared after it (users go first, like Puppet autorequire)', async () => {
+    const root = machine();
+    const { body } = await apply(root, '  - type: file\n    path: /etc/alice.conf\n    content: "x\\n"\n    owner: alice\n    group: alice\n  - type: user\n    name: alice\n');
+    expect(body.resources.map((l) => `${l.id} ${l.result}`)).toEqual(['user:alice created', 'file:/etc/alice.conf created']);
+    expect(lstatSync(join(root, 'etc/alice.conf')).uid).toBe(Number(etcLine(root, 'passwd', 'alice')!.split(':')[2]));
+  });
+});
+
+describe('service', () => {
+  /** A unit file written straight into the root, as a package would install it. */
+  function withUnit(root: string, dir = 'etc/systemd/system'): string {
+    mkdirSync(join(root, dir), { recursive: true });
+    writeFileSync(join(root, dir, 'demo.service'), '[Unit]\nDescription=demo\n[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n');
+    return root;
+  }
+  const wants = (root: string) => join(root, 'etc/systemd/system/multi-user.target.wants/demo.service');
+  // The wants link is absolute inside the root, so it is checked with lstat, never followed on the test machine.
+  const enabledLink = (root: string) => lstatSync(wants(root), { throwIfNoEntry: false })?.isSymbolicLink() ?? false;
+  const service = (extra = '') => `  - type: service\n    name: demo\n    enabled: true\n${extra}`;
+
+  it('is enabled offline with systemctl --root, read back, and unchanged next pass', async () => {
+    const root = withUnit(machine(), 'lib/systemd/system');
+    const { body } = await apply(root, service());
+    expect(body.resources).toEqual([{ id: 'service:demo', result: 'updated', changes: ['disabled → enabled'] }]);
+    expect(readlinkSync(wants(root))).toBe('/lib/systemd/system/demo.service');
+    expect((await apply(root, service())).body.resources).toEqual([{ id: 'service:demo', result: 'unchanged' }]);
+  });
+
+  it('disabled by hand, is enabled again on the next pass with drift: true', async () => {
+    const root = withUnit(machine());
+    await apply(root, service());
+    unlinkSync(wants(root));
+    expect((await apply(root, service())).body.resources).toEqual([{ id: 'service:demo', result: 'updated', changes: ['disabled → enabled'], drift: true }]);
+    expect(enabledLink(root)).toBe(true);
+  });
+
+  it('declaring running without a running systemd gives an unverified line, and the pass is not failed', async () => {
+    const root = withUnit(machine());
+    const { code, body } = await apply(root, service('    running: true\n'));
+    expect(code).toBe(0);
+    expect(body.outcome).toBe('applied');
+    expect(body.resources).toEqual([{ id: 'service:demo', result: 'unverified', changes: ['disabled → enabled'], error: 'no running systemd under this root: running=true not verified' }]);
+    expect(enabledLink(root)).toBe(true);
+  });
+
+  it('a change to a file in restartOn requests a restart; an unchanged pass does not', async () => {
+    const root = withUnit(machine());
+    const decl = (text: string) => `  - type: file\n    path: /etc/demo.conf\n    content: "${text}\\n"\n` + service('    restartOn: [/etc/demo.conf]\n');
+    await apply(root, decl('a'));
+    expect((await apply(root, decl('a'))).body.resources.map((l) => l.result)).toEqual(['unchanged', 'unchanged']);
+    const { code, body } = await apply(root, decl('b'));
+    expect(code).toBe(0);
+    expect(body.resources).toEqual([
+      { id: 'file:/etc/demo.conf', result: 'updated', changes: ['content differs'] },
+      { id: 'service:demo', result: 'unverified', changes: ['restart requested: /etc/demo.conf changed'], error: 'restart requested but no running systemd' },
+    ]);
+  });
+
+  it('with a running systemd (simulated in-process: none runs in this container) a watched change restarts the service', async () => {
+    const root = withUnit(machine());
+    const calls: string[] = [];
+    let active = false;
+    const systemd: ServiceManager = {
+      isActive: async () => active,
+      control: async (verb, unit) => void (calls.push(`${verb} ${unit}`), (active = verb !== 'stop')),
+    };
+    const ctx = { root, exec: realExec, now: () => new Date(), systemd };
+    const store = Store.open(join(root, 'var/lib/mesh-host/store.json'));
+    const pass = async (content: string) => {
+      const resources: Resource[] = [
+        { type: 'file', path: '/etc/demo.conf', content },
+        { type: 'service', name: 'demo', enabled: true, running: true, restartOn: ['/etc/demo.conf'] },
+      ];
+      const { observed } = await observe(resources, ctx);
+      return applyPlan(plan(resources, store.data.owned, observed, (r, o) => handlerFor(r).diff(r, o)), observed, store, ctx);
+    };
+    await pass('a\n');
+    expect(calls).toEqual(['start demo', 'restart demo']);
+    expect(await pass('a\n')).toEqual([{ id: 'file:/etc/demo.conf', result: 'unchanged' }, { id: 'service:demo', result: 'unchanged' }]);
+    expect(await pass('b\n')).toEqual([
+      { id: 'file:/etc/demo.conf', result: 'updated', changes: ['content differs'] },
+      { id: 'service:demo', result: 'updated', changes: ['restarted: /etc/demo.conf changed'] },
+    ]);
+    expect(calls).toEqual(['start demo', 'restart demo', 'restart demo']);
+  });
+
+  it('un-declared, is put back to disabled as it was before', async () => {
+    const root = withUnit(machine());
+    await apply(root, service());
+    const { body } = await apply(root, NOTHING);
+    expect(body.resources).toEqual([{ id: 'service:demo', result: 'restored', changes: ['put demo back to disabled'] }]);
+    expect(enabledLink(root)).toBe(false);
+  });
+});
+
+describe('bad input applies nothing', () => {
+  const file = (path: string, extra = '') => `  - type: file\n    path: ${path}\n    content: "x\\n"\n${extra}`;
+
+  async function refused(resources: string): Promise<Body> {
+    const root = machine();
+    const before = snapshot(root);
+    const { code, body } = await apply(root, resources);
+    expect(code).toBe(1);
+    expect(body.outcome).toBe('failed');
+    expect(snapshot(root)).toEqual(before);
+    return body;
+  }
+
+  it('an owner or group that no user or group resource declares fails the whole pass before any change', async () => {
+    const body = await refused('  - type: group\n    name: web\n' + file('/etc/a', '    owner: nobody9\n    group: nogroup9\n') + '  - type: user\n    name: bob\n    groups: [ghosts]\n');
+    expect(body.resources).toEqual([
+      { id: 'group:web', result: 'skipped', error: 'nothing applied: pre-flight found 3 problem(s) in this declaration' },
+      { id: 'file:/etc/a', result: 'failed', error: "owner 'nobody9' is neither a user on this machine nor declared as a user resource; group 'nogroup9' is neither a group on this machine nor declared as a group resource" },
+      { id: 'user:bob', result: 'failed', error: "groups 'ghosts' is neither a group on this machine nor declared as a group resource" },
+    ]);
+  });
+
+  it('an owner that this pass would delete (un-declared, created by mesh) fails the pass and keeps the user', async () => {
+    const root = machine();
+    await apply(root, '  - type: user\n    name: bob\n' + file('/etc/a', '    owner: bob\n'));
+    const { code, body } = await apply(root, file('/etc/a', '    owner: bob\n'));
+    expect(code).toBe(1);
+    expect(body.resources).toEqual([
+      { id: 'file:/etc/a', result: 'failed', error: "owner 'bob' will not exist after this pass: user:bob is no longer declared and is removed in this pass" },
+      { id: 'user:bob', result: 'skipped', error: 'nothing applied: pre-flight found 1 problem(s) in this declaration' },
+    ]);
+    expect(etcLine(root, 'passwd', 'bob')).toMatch(/^bob:x:2000:2000:/);
+  });
+
+  it('two resources that land on the same file through a declared symlink fail the pass', async () => {
+    const body = await refused('  - type: directory\n    path: /srv/app\n  - type: symlink\n    path: /etc/app\n    target: ../srv/app\n' + file('/srv/app/conf') + file('/etc/app/conf') + file('/etc/app/other'));
+    expect(body.resources.filter((l) => l.result === 'failed')).toEqual([
+      { id: 'file:/etc/app/conf', result: 'failed', error: '/etc/app/conf collides with file:/srv/app/conf through symlink:/etc/app (both are /srv/app/conf)' },
+      { id: 'file:/etc/app/other', result: 'failed', error: '/etc/app/other goes through symlink:/etc/app; mesh never writes through a symlink: declare it as /srv/app/other' },
+    ]);
+  });
+
+  it('one path declared as two types fails the pass', async () => {
+    const body = await refused(file('/etc/a') + '  - type: symlink\n    path: /etc/a\n    target: /etc/b\n');
+    expect(lineOf(body, 'symlink:/etc/a')).toEqual({ id: 'symlink:/etc/a', result: 'failed', error: '/etc/a is also declared as file:/etc/a; one path can hold one thing' });
+  });
+
+  it.each([
+    ['the same identity twice', file('/etc/a') + '  - type: user\n    name: bob\n' + '  - type: user\n    name: bob\n', "base.yaml:7:5: user:bob is declared twice (first in nodes/bundle/base.yaml:5); each resource may be declared once"],
+    ['a relative path', file('etc/a'), 'base.yaml:3:11: resources.0.path: must be an absolute path (start with /)'],
+    ['a .. path', '  - type: symlink\n    path: /etc/../a\n    target: /b\n', "base.yaml:3:11: resources.0.path: must not contain '..'"],
+    ['a restartOn path with ..', '  - type: service\n    name: x\n    restartOn: [/etc/../x]\n', "base.yaml:4:17: resources.0.restartOn.0: must not contain '..'"],
+  ])('%s is rejected when the declaration is loaded', async (_name, resources, message) => {
+    const body = await refused(resources);
+    expect(body.resources).toEqual([]);
+    expect(body.errors.map((e) => `${e.file!.split('/').pop()}:${e.line}:${e.col}: ${e.message}`)).toContain(message);
+  });
+});
