@@ -1,4 +1,8 @@
-/** `mesh-cli init DIR`: a new fleet repo from examples/fleet-repo, as a git repository with a first commit. */
+/**
+ * `mesh-cli init DIR`: a new fleet repo from examples/fleet-repo, as a git repository with a
+ * first commit: mesh.yaml, nodes/, roles/, a README, and a ready CI workflow
+ * (.github/workflows/mesh.yml: validate and plan on pull requests, the rollout after merge).
+ */
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';

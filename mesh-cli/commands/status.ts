@@ -1,15 +1,24 @@
 /**
  * `mesh-cli status`: one `git fetch` of main and every report branch, every report verified
- * against the identity chain on main, one row per node. Nothing here trusts a report
- * because of where it is: a report whose signature does not verify is shown as such,
- * never as applied.
+ * against the identity chain on main, one row per node and a summary line. Nothing here
+ * trusts a report because of where it is: a report whose signature does not verify is
+ * shown as such, never as applied. `--commit` (rollout.ts), `--node` (history.ts) and
+ * `--html` (html.ts) are other views of the same verified reports.
  */
+import { InvalidArgumentError, type Command } from 'commander';
+import { writeFileSync } from 'node:fs';
+import { MeshError } from '../../agent/errors.js';
+import type { SignatureVerdict } from '../../agent/verify-report.js';
 import type { Report } from '../../schema/report.js';
-import { NodeIdentity } from '../../schema/fleet.js';
-import { loadYaml } from '../../schema/load.js';
-import { verifyReport, type SignatureVerdict } from '../../agent/verify-report.js';
-import { catFiles, type Fleet } from '../fleet.js';
+import { openFleet, type Fleet } from '../fleet.js';
+import { formatHistory, reportHistory } from '../history.js';
+import { age, parseDuration } from '../duration.js';
+import { eligibility, failureLines, fetchReports, lastReports, mainRef, reportedNodes, trusted } from '../reports.js';
+import { fleetPage } from './html.js';
+import { rolloutCommand } from './rollout.js';
+import { usageExitsTwo } from '../usage.js';
 
+/** One row of `status --json`: the node's last report, trusted only when its signature is valid. */
 export interface NodeStatus {
   node: string;
   lastContact: string | null;
@@ -19,46 +28,38 @@ export interface NodeStatus {
   signature: SignatureVerdict;
   generation: number | null;
   sequence: number | null;
+  /** false when the last valid report says the node may not be given resources; null without one. */
+  eligible: boolean | null;
   reason?: string;
   errors?: string[];
   /** What a report whose signature is not valid claims; never shown as the node's state. */
   claimed?: { lastContact: string; commit: string | null; outcome: Report['outcome'] };
 }
 
-const REPORTS = 'refs/remotes/origin/reports/';
-
 /** Fetch reports and main from origin (unless `fetch` is false) and verify every node's last report. */
 export async function fleetStatus(fleet: Fleet, opts: { fetch: boolean }): Promise<NodeStatus[]> {
-  const main = fleet.config.mainBranch;
-  if (opts.fetch) await fleet.git.fetch(['--prune', 'origin', `+refs/heads/${main}:refs/remotes/origin/${main}`, `+refs/heads/reports/*:${REPORTS}*`]);
-  const mainRef = `refs/remotes/origin/${main}`;
-  const reportNodes = (await fleet.git.raw(['for-each-ref', '--format=%(refname)', REPORTS])).split('\n').filter(Boolean).map((r) => r.slice(REPORTS.length));
-  const declaredNodes = (await fleet.git.raw(['ls-tree', '-d', '--name-only', `${mainRef}:nodes`]).catch(() => '')).split('\n').filter(Boolean);
-  const nodes = [...new Set([...declaredNodes, ...reportNodes])].sort();
-
-  const specs = nodes.flatMap((n) => [`${mainRef}:nodes/${n}/node.yaml`, `${REPORTS}${n}:status.json`, `${REPORTS}${n}:status.json.sig`]);
-  const blobs = await catFiles(fleet.dir, specs);
-  const text = (spec: string) => blobs.get(spec)?.toString('utf8') ?? null;
+  if (opts.fetch) await fetchReports(fleet);
+  const declared = (await fleet.git.raw(['ls-tree', '-d', '--name-only', `${mainRef(fleet)}:nodes`]).catch(() => '')).split('\n').filter(Boolean);
+  const nodes = [...new Set([...declared, ...(await reportedNodes(fleet))])].sort();
+  const reports = await lastReports(fleet, nodes);
   return nodes.map((node) => {
-    const identityText = text(`${mainRef}:nodes/${node}/node.yaml`);
-    const identity = identityText === null ? null : loadYaml(identityText, `nodes/${node}/node.yaml`, NodeIdentity);
-    const verified = verifyReport(node, text(`${REPORTS}${node}:status.json`), text(`${REPORTS}${node}:status.json.sig`), identity?.ok ? identity.value : null);
+    const verified = reports.get(node)!;
     const r = verified.report;
-    const failures = r?.errors.map((e) => (e.file ? `${e.file}:${e.line}:${e.col}: ${e.message}` : e.message)) ?? [];
-    failures.push(...(r?.resources.filter((x) => x.result === 'failed').map((x) => `${x.id}: ${x.error}`) ?? []));
-    const trusted = verified.signature === 'valid' ? r : undefined;
+    const t = trusted(verified);
+    const failures = t ? failureLines(t) : [];
     return {
       node,
-      lastContact: trusted?.observedAt ?? null,
-      commit: trusted?.commit ?? null,
-      outcome: trusted?.outcome ?? null,
-      hostVersion: trusted?.hostVersion ?? null,
+      lastContact: t?.observedAt ?? null,
+      commit: t?.commit ?? null,
+      outcome: t?.outcome ?? null,
+      hostVersion: t?.hostVersion ?? null,
       signature: verified.signature,
-      generation: trusted?.generation ?? null,
-      sequence: trusted?.sequence ?? null,
+      generation: t?.generation ?? null,
+      sequence: t?.sequence ?? null,
+      eligible: eligibility(t).eligible,
       ...(verified.reason ? { reason: verified.reason } : {}),
-      ...(trusted && failures.length ? { errors: failures } : {}),
-      ...(r && !trusted ? { claimed: { lastContact: r.observedAt, commit: r.commit, outcome: r.outcome } } : {}),
+      ...(failures.length ? { errors: failures } : {}),
+      ...(r && !t ? { claimed: { lastContact: r.observedAt, commit: r.commit, outcome: r.outcome } } : {}),
     };
   });
 }
@@ -80,10 +81,69 @@ export function formatStatus(rows: NodeStatus[], now: Date): string {
   return lines.join('\n');
 }
 
-function age(ms: number): string {
-  const s = Math.max(0, Math.round(ms / 1000));
-  if (s < 120) return `${s}s`;
-  if (s < 7200) return `${Math.round(s / 60)}m`;
-  if (s < 172_800) return `${Math.round(s / 3600)}h`;
-  return `${Math.round(s / 86_400)}d`;
+/** One line over the whole fleet, e.g. "4 nodes: 2 applied, 1 failed, 1 no report; 1 ineligible; 3 on main (abc123456789)". */
+export function summarize(rows: NodeStatus[], mainTip: string | null, mainBranch = 'main'): string {
+  const count = (pred: (r: NodeStatus) => boolean) => rows.filter(pred).length;
+  const outcomes = ['applied', 'failed', 'enrolled', 'ineligible', 'retired'] as const;
+  const parts = outcomes.map((o) => [count((r) => r.outcome === o), o] as const).filter(([n]) => n > 0).map(([n, o]) => `${n} ${o}`);
+  const none = count((r) => r.outcome === null && r.signature === 'missing');
+  if (none) parts.push(`${none} no report`);
+  const notes = [parts.join(', ') || 'no reports'];
+  const bad = count((r) => r.signature === 'invalid' || r.signature === 'revoked');
+  if (bad) notes.push(`${bad} with a report whose signature is not valid`);
+  const ineligible = count((r) => r.eligible === false && r.outcome !== 'ineligible');
+  if (ineligible) notes.push(`${ineligible} more ineligible`);
+  if (mainTip) notes.push(`${count((r) => r.commit === mainTip)} at ${mainBranch}'s tip (${mainTip.slice(0, 12)})`);
+  return `${rows.length} node${rows.length === 1 ? '' : 's'}: ${notes.join('; ')}`;
+}
+
+interface StatusOptions {
+  json?: boolean;
+  fetch: boolean;
+  commit?: string;
+  wait?: number;
+  poll?: number;
+  node?: string;
+  limit: number;
+  html?: string;
+}
+
+/** Register `status` on `program`. */
+export function statusCommand(program: Command): void {
+  usageExitsTwo(program.command('status'))
+    .description('per node: last contact, applied commit, outcome, host version, signature; --commit for one commit\'s rollout')
+    .option('--json', 'print JSON ({"nodes":[...],"summary"} or, with --commit, the rollout)')
+    .option('--no-fetch', 'use the report branches already fetched')
+    .option('--commit <rev>', 'the rollout of one commit: which affected nodes applied it, failed, or are outstanding')
+    .option('--wait <duration>', 'with --commit: poll until nothing is outstanding or the time is up (e.g. 10m)', parseDuration)
+    .option('--poll <duration>', 'with --wait: time between polls (default: 5s)', parseDuration)
+    .option('--node <node>', 'one node\'s report history, each report verified')
+    .option('--limit <n>', 'with --node: how many reports', (v) => positive(v), 20)
+    .option('--html <file>', 'also write a self-contained HTML page of the fleet and its last rollouts to FILE')
+    .action(async (o: StatusOptions) => {
+      if (o.wait !== undefined && !o.commit) throw new MeshError('E_USAGE', '--wait needs --commit REV: it waits for one commit\'s rollout');
+      if (o.node && (o.commit || o.html)) throw new MeshError('E_USAGE', '--node shows one node\'s history; use it without --commit and --html');
+      if (o.commit && o.html) throw new MeshError('E_USAGE', '--html writes the whole fleet\'s page (with its last rollouts); use it without --commit');
+      const fleet = await openFleet(process.cwd());
+      if (o.commit) return rolloutCommand(fleet, { rev: o.commit, json: Boolean(o.json), fetch: o.fetch, waitMs: o.wait, pollMs: o.poll ?? 5000 });
+      if (o.node) {
+        if (o.fetch) await fetchReports(fleet);
+        const history = await reportHistory(fleet, o.node, o.limit);
+        return console.log(o.json ? JSON.stringify(history) : formatHistory(history, new Date()));
+      }
+      const nodes = await fleetStatus(fleet, { fetch: o.fetch });
+      const tip = (await fleet.git.raw(['rev-parse', '--verify', '--quiet', mainRef(fleet)]).catch(() => '')).trim() || null;
+      const summary = summarize(nodes, tip, fleet.config.mainBranch);
+      if (o.html) {
+        writeFileSync(o.html, await fleetPage(fleet, nodes, summary, new Date()));
+        console.error(`wrote ${o.html}`);
+      }
+      console.log(o.json ? JSON.stringify({ nodes, summary }) : `${formatStatus(nodes, new Date())}\n${summary}`);
+    });
+}
+
+function positive(text: string): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('give a whole number of at least 1');
+  return n;
 }

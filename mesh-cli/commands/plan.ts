@@ -1,0 +1,112 @@
+/**
+ * `mesh-cli plan --base REV [--head REV]`: for review before merge, what changes on which
+ * node. Both commits are read from git objects (no checkout); every node whose resolved
+ * declaration differs gets its resource changes from the host's own planner, next to its
+ * last verified report (outcome, last contact, eligibility), so a reviewer sees both what
+ * will change and where it may not go well.
+ */
+import type { Command } from 'commander';
+import { InvalidArgumentError } from 'commander';
+import type { Problem } from '../../agent/errors.js';
+import type { SignatureVerdict, VerifiedReport } from '../../agent/verify-report.js';
+import type { Report } from '../../schema/report.js';
+import { diffDeclarations, type ResourceChange } from '../declaration-diff.js';
+import { changedNodes } from '../declarations.js';
+import { openFleet, type Fleet } from '../fleet.js';
+import { formatPlanMarkdown, formatPlanText } from '../plan-format.js';
+import { eligibility, lastReports, reportedNodes, trusted, tryFetchReports } from '../reports.js';
+import { resolveCommit } from '../tree.js';
+import { usageExitsTwo } from '../usage.js';
+
+/** What a node's last report says, next to its planned changes. */
+export interface LastReport {
+  outcome: Report['outcome'] | null;
+  lastContact: string | null;
+  commit: string | null;
+  signature: SignatureVerdict;
+  eligible: boolean | null;
+  /** Why the node is ineligible or its report does not count. */
+  reason?: string;
+}
+
+/** The plan for one affected node. */
+export interface NodePlan {
+  node: string;
+  /** Changed files that feed this node's declaration (its own files and the roles it includes). */
+  because: string[];
+  changes: ResourceChange[];
+  reordered: boolean;
+  /** The head declaration is invalid: the host would apply nothing and report these. */
+  problems?: Problem[];
+  last: LastReport;
+}
+
+/** The whole plan (the JSON of `plan --format json`). */
+export interface PlanResult {
+  base: string;
+  head: string;
+  nodes: NodePlan[];
+  summary: string;
+  notes: string[];
+}
+
+/** The plan from `base` to `head`, with each affected node's last report as fetched. */
+export async function planFleet(fleet: Fleet, base: string, head: string, notes: string[] = []): Promise<PlanResult> {
+  const changed = await changedNodes(fleet.dir, base, head);
+  if ((await reportedNodes(fleet)).length === 0) notes.push('no reports fetched: last outcomes and eligibility are unknown');
+  const reports = await lastReports(fleet, changed.map((c) => c.node));
+  const nodes = changed.map((c): NodePlan => {
+    const resources = (r: typeof c.base) => (r.ok ? r.declaration.resources : []);
+    const { changes, reordered } = diffDeclarations(resources(c.base), resources(c.head));
+    return { node: c.node, because: c.because, changes, reordered, ...(c.head.ok ? {} : { problems: c.head.problems }), last: lastOf(reports.get(c.node)!) };
+  });
+  return { base, head, nodes, summary: summaryLine(nodes), notes };
+}
+
+function lastOf(v: VerifiedReport): LastReport {
+  const r = trusted(v);
+  const e = eligibility(r);
+  const reason = v.signature !== 'valid' ? v.reason : e.reason;
+  return { outcome: r?.outcome ?? null, lastContact: r?.observedAt ?? null, commit: r?.commit ?? null, signature: v.signature, eligible: e.eligible, ...(reason ? { reason } : {}) };
+}
+
+/** "touches 37 nodes; 3 failed their last apply; 1 ineligible" (and what else a reviewer must know). */
+export function summaryLine(nodes: NodePlan[]): string {
+  const n = nodes.length;
+  const failed = nodes.filter((p) => p.last.outcome === 'failed').length;
+  const parts = [`touches ${n} node${n === 1 ? '' : 's'}`, `${failed} failed ${failed === 1 ? 'its' : 'their'} last apply`, `${nodes.filter((p) => p.last.eligible === false).length} ineligible`];
+  const silent = nodes.filter((p) => p.last.signature === 'missing').length;
+  if (silent) parts.push(`${silent} never reported`);
+  const unverified = nodes.filter((p) => p.last.signature === 'invalid' || p.last.signature === 'revoked').length;
+  if (unverified) parts.push(`${unverified} with a last report that does not verify`);
+  const invalid = nodes.filter((p) => p.problems).length;
+  if (invalid) parts.push(`${invalid} invalid at head`);
+  return parts.join('; ');
+}
+
+/** Register `plan` on `program`. */
+export function planCommand(program: Command): void {
+  usageExitsTwo(program.command('plan'))
+    .description('what changes on which node between two commits, per resource; --format markdown for a pull-request comment')
+    .requiredOption('--base <rev>', 'the commit the change starts from (e.g. origin/main)')
+    .option('--head <rev>', 'the commit with the change', 'HEAD')
+    .option('--format <format>', 'text, markdown or json', formatOption, 'text')
+    .option('--json', 'same as --format json')
+    .option('--no-fetch', 'use the report branches already fetched')
+    .action(async (o: { base: string; head: string; format: string; json?: boolean; fetch: boolean }) => {
+      const fleet = await openFleet(process.cwd());
+      const [base, head] = [await resolveCommit(fleet.dir, o.base), await resolveCommit(fleet.dir, o.head)];
+      const notes: string[] = [];
+      const fetchNote = o.fetch ? await tryFetchReports(fleet) : null;
+      if (fetchNote) notes.push(fetchNote);
+      const result = await planFleet(fleet, base, head, notes);
+      const format = o.json ? 'json' : o.format;
+      console.log(format === 'json' ? JSON.stringify(result) : format === 'markdown' ? formatPlanMarkdown(result) : formatPlanText(result, new Date()));
+      if (result.nodes.some((n) => n.problems)) process.exitCode = 1;
+    });
+}
+
+function formatOption(text: string): string {
+  if (!['text', 'markdown', 'json'].includes(text)) throw new InvalidArgumentError('use text, markdown or json');
+  return text;
+}

@@ -1,0 +1,75 @@
+/**
+ * What changes on one node between two declarations, resource by resource and field by
+ * field, computed by the host's own planner (agent/plan.ts): the base declaration plays the
+ * part of what the host owns and observes, the head the part of what is declared. Pure.
+ * This belongs in agent/plan.ts; it lives here until that file's owner takes it.
+ */
+import { isDeepStrictEqual } from 'node:util';
+import { plan } from '../agent/plan.js';
+import { resourceId, type Resource } from '../schema/declaration.js';
+import type { OwnedRecord } from '../schema/report.js';
+import { safeDiff } from './unified-diff.js';
+
+/** One field of a resource that changes. */
+export interface FieldChange {
+  field: string;
+  /** Absent when the field was not set before. */
+  from?: unknown;
+  /** Absent when the field is no longer set. */
+  to?: unknown;
+}
+
+/** One resource added, changed or removed on a node. */
+export interface ResourceChange {
+  action: 'add' | 'change' | 'remove';
+  id: string;
+  /** Changed fields (for `add`, every field set); `content` appears here without its value. */
+  fields: FieldChange[];
+  /** Unified diff of file content, secrets elided; absent when content did not change. */
+  diff?: string[];
+}
+
+/** Everything that changes on one node. */
+export interface DeclarationDiff {
+  changes: ResourceChange[];
+  /** True when the same resources are declared in another order (the host applies them in order). */
+  reordered: boolean;
+}
+
+/** The changes that take a node from `base` to `head`. */
+export function diffDeclarations(base: Resource[], head: Resource[]): DeclarationDiff {
+  const owned: OwnedRecord[] = base.map((r) => ({ id: resourceId(r), type: r.type, resource: r, prior: null, state: 'verified', at: '' }));
+  const observed = new Map(base.map((r) => [resourceId(r), r as Record<string, unknown>]));
+  const steps = plan(head, owned, observed, (r, o) => (o === null ? ['absent'] : fieldChanges(o as Resource, r).map((f) => f.field)));
+  const changes: ResourceChange[] = [];
+  for (const step of steps) {
+    if (step.action === 'keep') continue;
+    if (step.action === 'remove') {
+      changes.push({ action: 'remove', id: step.id, fields: [] });
+      continue;
+    }
+    const before = (observed.get(step.id) ?? null) as Resource | null;
+    const diff = contentDiff(before, step.resource);
+    changes.push({ action: step.create ? 'add' : 'change', id: step.id, fields: fieldChanges(before, step.resource), ...(diff.length ? { diff } : {}) });
+  }
+  const order = (rs: Resource[]) => rs.map(resourceId);
+  const reordered = changes.length === 0 && !isDeepStrictEqual(order(base), order(head));
+  return { changes, reordered };
+}
+
+/** Every field that differs from `before` (null: the resource is new) to `after`, except its type and identity. */
+export function fieldChanges(before: Resource | null, after: Resource): FieldChange[] {
+  const a = (before ?? {}) as Record<string, unknown>;
+  const b = after as Record<string, unknown>;
+  const identity = 'path' in after ? 'path' : 'name';
+  const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])].filter((k) => k !== 'type' && k !== identity);
+  return keys
+    .filter((k) => !isDeepStrictEqual(a[k], b[k]))
+    .map((field) => (field === 'content' ? { field } : { field, ...(field in a ? { from: a[field] } : {}), ...(field in b ? { to: b[field] } : {}) }));
+}
+
+function contentDiff(before: Resource | null, after: Resource): string[] {
+  const old = before?.type === 'file' ? (before.content ?? '') : '';
+  const now = after.type === 'file' ? (after.content ?? '') : '';
+  return after.type === 'file' ? safeDiff(after.path, old, now) : [];
+}

@@ -1,0 +1,25 @@
+/** Durations as operators type them ("90s", "10m", "24h", "7d") and as they read them ("5m ago"). */
+import { InvalidArgumentError } from 'commander';
+
+const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** Milliseconds in "500ms", "30s", "10m", "2h" or "7d"; a commander argument error otherwise. */
+export function parseDuration(text: string): number {
+  const m = /^(\d+)(ms|s|m|h|d)$/.exec(text.trim());
+  if (!m) throw new InvalidArgumentError('use a duration such as 30s, 10m, 24h or 7d');
+  return Number(m[1]) * UNITS[m[2]!]!;
+}
+
+/** A short age such as "45s", "12m", "5h" or "3d". */
+export function age(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 120) return `${s}s`;
+  if (s < 7200) return `${Math.round(s / 60)}m`;
+  if (s < 172_800) return `${Math.round(s / 3600)}h`;
+  return `${Math.round(s / 86_400)}d`;
+}
+
+/** "2026-12-02T13:57:49Z (5m ago)", or "never". */
+export function contact(at: string | null | undefined, now: Date): string {
+  return at ? `${at.slice(0, 19)}Z (${age(now.getTime() - Date.parse(at))} ago)` : 'never';
+}

@@ -1,0 +1,84 @@
+/**
+ * One node's report history (`mesh-cli status --node NAME`): the `git log` of its report
+ * branch, every report verified on its own, and the hash chain between neighbours checked
+ * (each report names the sha256 of the one before it, so a replayed or dropped report shows).
+ */
+import { createHash } from 'node:crypto';
+import { MeshError } from '../agent/errors.js';
+import type { SignatureVerdict } from '../agent/verify-report.js';
+import type { Report } from '../schema/report.js';
+import type { Fleet } from './fleet.js';
+import { contact } from './duration.js';
+import { failureLines, identities, REPORTS, verifyAt } from './reports.js';
+
+/** One report on a node's report branch, as verified now. */
+export interface HistoryEntry {
+  /** The commit on the report branch. */
+  report: string;
+  signature: SignatureVerdict;
+  reason?: string;
+  sequence: number | null;
+  kind: Report['kind'] | null;
+  observedAt: string | null;
+  commit: string | null;
+  outcome: Report['outcome'] | null;
+  hostVersion: string | null;
+  errors?: string[];
+  /** ok: names the report below it; gap: it does not (a report missing or replaced); first: the first report. */
+  chain?: 'ok' | 'gap' | 'first';
+}
+
+/** A node's recent reports, newest first. */
+export interface History {
+  node: string;
+  entries: HistoryEntry[];
+}
+
+/** The last `limit` reports of `node`, newest first, from the fetched report branch. */
+export async function reportHistory(fleet: Fleet, node: string, limit: number): Promise<History> {
+  const ref = `${REPORTS}${node}`;
+  const log = await fleet.git.raw(['log', '--format=%H', '-n', String(limit + 1), ref, '--']).catch(() => null);
+  if (log === null) throw new MeshError('E_NO_REPORTS', `there is no report branch reports/${node} (fetched from origin): check the node name with 'mesh-cli status'`);
+  const commits = log.split('\n').filter(Boolean);
+  const identity = (await identities(fleet, [node])).get(node) ?? null;
+  const verified = await verifyAt(fleet, node, commits, identity);
+  const entries = commits.slice(0, limit).map((c, i): HistoryEntry => {
+    const v = verified.get(c)!;
+    const r = v.report;
+    const below = commits[i + 1] ? verified.get(commits[i + 1]!)?.text : undefined;
+    const chain = !r ? undefined : r.previous === null ? 'first' : below === undefined ? undefined : below !== null && r.previous === sha256(below) ? 'ok' : 'gap';
+    const errors = r && v.signature === 'valid' ? failureLines(r) : [];
+    return {
+      report: c,
+      signature: v.signature,
+      ...(v.reason ? { reason: v.reason } : {}),
+      sequence: r?.sequence ?? null,
+      kind: r?.kind ?? null,
+      observedAt: r?.observedAt ?? null,
+      commit: r?.commit ?? null,
+      outcome: r?.outcome ?? null,
+      hostVersion: r?.hostVersion ?? null,
+      ...(errors.length ? { errors } : {}),
+      ...(chain ? { chain } : {}),
+    };
+  });
+  return { node, entries };
+}
+
+/** One line per report, newest first; what a report that does not verify claims is marked as a claim. */
+export function formatHistory(history: History, now: Date): string {
+  const lines = [`reports/${history.node}: last ${history.entries.length} report${history.entries.length === 1 ? '' : 's'}, newest first`];
+  for (const e of history.entries) {
+    const claim = e.signature === 'valid' ? '' : ' (claimed, not verified)';
+    const at = e.commit ? `at ${e.commit.slice(0, 12)}` : 'no commit';
+    const chain = e.chain === 'gap' ? '  chain: the report before it is missing' : '';
+    lines.push(`#${e.sequence ?? '?'}  ${contact(e.observedAt, now)}  ${e.kind ?? '-'}  ${e.outcome ?? '-'}${claim}  ${at}  ${e.hostVersion ?? '-'}  signature ${e.signature}${chain}`);
+    if (e.reason) lines.push(`    ${e.reason}`);
+    for (const err of e.errors ?? []) lines.push(`    ${err}`);
+  }
+  return lines.join('\n');
+}
+
+function sha256(text: string): string {
+  return 'sha256:' + createHash('sha256').update(text).digest('hex');
+}

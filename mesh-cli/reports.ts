@@ -1,0 +1,102 @@
+/**
+ * The reports as the operator sees them: one `git fetch` of main and every report branch,
+ * then each report verified against the identity chain on main (agent/verify-report.ts).
+ * status, validate, plan and the rollout of a commit all read reports through here, so
+ * they agree about which reports count: only those whose signature is valid.
+ */
+import { NodeIdentity } from '../schema/fleet.js';
+import { loadYaml } from '../schema/load.js';
+import type { Report } from '../schema/report.js';
+import { verifyReport, type VerifiedReport } from '../agent/verify-report.js';
+import { messageOf } from '../agent/errors.js';
+import { catFiles, type Fleet } from './fleet.js';
+
+/** Where the report branches land in the operator's checkout. */
+export const REPORTS = 'refs/remotes/origin/reports/';
+
+/** The fetched main branch, which is what identities and ancestry are read from. */
+export function mainRef(fleet: Fleet): string {
+  return `refs/remotes/origin/${fleet.config.mainBranch}`;
+}
+
+/** Fetch main and every report branch from origin in one `git fetch`. */
+export async function fetchReports(fleet: Fleet): Promise<void> {
+  const main = fleet.config.mainBranch;
+  await fleet.git.fetch(['--prune', 'origin', `+refs/heads/${main}:refs/remotes/origin/${main}`, `+refs/heads/reports/*:${REPORTS}*`]);
+}
+
+/** Fetch like `fetchReports`, but a failure becomes a note (the reports already fetched are used). */
+export async function tryFetchReports(fleet: Fleet): Promise<string | null> {
+  try {
+    await fetchReports(fleet);
+    return null;
+  } catch (e) {
+    return `could not fetch reports from origin (${messageOf(e).split('\n')[0]}); using the reports fetched before`;
+  }
+}
+
+/** Nodes that have a fetched report branch. */
+export async function reportedNodes(fleet: Fleet): Promise<string[]> {
+  const refs = await fleet.git.raw(['for-each-ref', '--format=%(refname)', REPORTS]);
+  return refs.split('\n').filter(Boolean).map((r) => r.slice(REPORTS.length));
+}
+
+/** Each node's identity (nodes/<node>/node.yaml on the fetched main), null when it has none or it is broken. */
+export async function identities(fleet: Fleet, nodes: string[]): Promise<Map<string, NodeIdentity | null>> {
+  const spec = (n: string) => `${mainRef(fleet)}:nodes/${n}/node.yaml`;
+  const blobs = await catFiles(fleet.dir, nodes.map(spec));
+  return new Map(
+    nodes.map((n) => {
+      const text = blobs.get(spec(n))?.toString('utf8');
+      const loaded = text === undefined ? null : loadYaml(text, `nodes/${n}/node.yaml`, NodeIdentity);
+      return [n, loaded?.ok ? loaded.value : null];
+    }),
+  );
+}
+
+/** Verify the report in each of `commits` (report-branch commits or refs) of `node`'s branch. */
+export async function verifyAt(fleet: Fleet, node: string, commits: string[], identity: NodeIdentity | null): Promise<Map<string, VerifiedReport & { text: string | null }>> {
+  const specs = commits.flatMap((c) => [`${c}:status.json`, `${c}:status.json.sig`]);
+  const blobs = await catFiles(fleet.dir, specs);
+  const text = (spec: string) => blobs.get(spec)?.toString('utf8') ?? null;
+  return new Map(commits.map((c) => [c, { ...verifyReport(node, text(`${c}:status.json`), text(`${c}:status.json.sig`), identity), text: text(`${c}:status.json`) }]));
+}
+
+/** Every node's last report (the tip of its report branch), verified; nodes without a branch map to `missing`. */
+export async function lastReports(fleet: Fleet, nodes: string[]): Promise<Map<string, VerifiedReport>> {
+  const ids = await identities(fleet, nodes);
+  const specs = nodes.flatMap((n) => [`${REPORTS}${n}:status.json`, `${REPORTS}${n}:status.json.sig`]);
+  const blobs = await catFiles(fleet.dir, specs);
+  const text = (spec: string) => blobs.get(spec)?.toString('utf8') ?? null;
+  return new Map(nodes.map((n) => [n, verifyReport(n, text(`${REPORTS}${n}:status.json`), text(`${REPORTS}${n}:status.json.sig`), ids.get(n) ?? null)]));
+}
+
+/** The report if its signature is valid; a report that does not verify says nothing about the node. */
+export function trusted(verified: VerifiedReport | undefined): Report | undefined {
+  return verified?.signature === 'valid' ? verified.report : undefined;
+}
+
+/** Whether `report` says the node may be given resources, and why not. */
+export function eligibility(report: Report | undefined): { eligible: boolean | null; reason?: string } {
+  if (!report) return { eligible: null };
+  const failed = report.briefing?.filter((b) => !b.ok) ?? [];
+  if (report.outcome === 'ineligible' || failed.length > 0) {
+    const why = failed.map((b) => `${b.check}: ${b.detail}`).join('; ') || report.errors.map((e) => e.message).join('; ');
+    return { eligible: false, reason: why || 'its last report says it is ineligible' };
+  }
+  return { eligible: true };
+}
+
+/** The lines that say why a report failed: declaration problems with their place, then failed resources. */
+export function failureLines(report: Report): string[] {
+  const lines = report.errors.map((e) => (e.file ? `${e.file}:${e.line}:${e.col}: ${e.message}` : e.message));
+  return [...lines, ...report.resources.filter((r) => r.result === 'failed').map((r) => `${r.id}: ${r.error ?? 'failed'}`)];
+}
+
+/** The newest report on `node`'s branch whose signature is valid, looking back at most `depth` reports. */
+export async function newestValid(fleet: Fleet, node: string, depth = 20): Promise<Report | undefined> {
+  const log = await fleet.git.raw(['log', '--format=%H', '-n', String(depth), `${REPORTS}${node}`, '--']).catch(() => '');
+  const commits = log.split('\n').filter(Boolean);
+  const verified = await verifyAt(fleet, node, commits, (await identities(fleet, [node])).get(node) ?? null);
+  return commits.map((c) => trusted(verified.get(c))).find((r) => r !== undefined);
+}

@@ -1,0 +1,112 @@
+/**
+ * The fleet repo as a TreeReader (agent/declaration.ts): one commit read from git objects
+ * without a checkout (one `git ls-tree -r`, then one `git cat-file --batch` for every
+ * declaration-shaped blob), or the working tree on disk, which is what `validate` checks
+ * before anything is committed.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import type { TreeReader } from '../agent/declaration.js';
+import { MeshError } from '../agent/errors.js';
+import { catFiles } from './fleet.js';
+import { simpleGit } from 'simple-git';
+
+/** git's well-known empty tree: the "parent" of a root commit. */
+export const EMPTY_TREE = '4b825dc642cb6eb9a060e54bf8d69288fbee4904';
+
+/** A TreeReader that can also list folders, so that every node folder can be found. */
+export interface FleetTree extends TreeReader {
+  /** Names of the folders directly in `dir`; empty when `dir` does not exist. */
+  folders(dir: string): Promise<string[]>;
+}
+
+/** Only these parts of the fleet repo feed declarations; the rest (README, CI files) is never read. */
+const FEEDS = (path: string) => path === 'mesh.yaml' || path.startsWith('nodes/') || path.startsWith('roles/');
+
+/** `rev` of the repository at `dir`, read from git objects with two git processes. */
+export async function commitTree(dir: string, rev: string): Promise<FleetTree> {
+  const listing = await simpleGit({ baseDir: dir })
+    .raw(['ls-tree', '-r', '-z', '--full-tree', rev])
+    .catch((e: unknown) => {
+      throw new MeshError('E_REV', `cannot read ${rev} in ${dir}: ${e instanceof Error ? e.message.trim() : String(e)}`);
+    });
+  const oids = new Map<string, string>();
+  for (const entry of listing.split('\0')) {
+    const m = /^\d+ blob ([0-9a-f]+)\t(.*)$/s.exec(entry);
+    if (m && FEEDS(m[2]!)) oids.set(m[2]!, m[1]!);
+  }
+  const blobs = await catFiles(dir, [...new Set(oids.values())]);
+  return fromFiles(new Map([...oids].map(([path, oid]) => [path, blobs.get(oid)?.toString('utf8') ?? ''])));
+}
+
+/** A tree over an in-memory map of repo-relative path → text. */
+export function fromFiles(files: Map<string, string>): FleetTree {
+  const entries = (dir: string) => {
+    const prefix = dir === '' ? '' : `${dir}/`;
+    const names = new Set<string>();
+    const folders = new Set<string>();
+    for (const path of files.keys()) {
+      if (!path.startsWith(prefix)) continue;
+      const rest = path.slice(prefix.length);
+      const slash = rest.indexOf('/');
+      if (slash < 0) names.add(rest);
+      else folders.add(rest.slice(0, slash));
+    }
+    return { names: [...names].sort(), folders: [...folders].sort(), exists: names.size + folders.size > 0 };
+  };
+  return {
+    async list(dir) {
+      const e = entries(dir);
+      return e.exists ? e.names : null;
+    },
+    async read(path) {
+      return files.get(path) ?? null;
+    },
+    async folders(dir) {
+      return entries(dir).folders;
+    },
+  };
+}
+
+/** The working tree at `dir` as it is on disk, committed or not. */
+export function workingTree(dir: string): FleetTree {
+  const at = (path: string) => join(dir, path);
+  const kinds = (path: string) => {
+    if (!existsSync(at(path)) || !statSync(at(path)).isDirectory()) return null;
+    return readdirSync(at(path), { withFileTypes: true }).filter((e) => !e.name.startsWith('.'));
+  };
+  return {
+    async list(path) {
+      return kinds(path)?.filter((e) => e.isFile()).map((e) => e.name).sort() ?? null;
+    },
+    async read(path) {
+      return existsSync(at(path)) && statSync(at(path)).isFile() ? readFileSync(at(path), 'utf8') : null;
+    },
+    async folders(path) {
+      return kinds(path)?.filter((e) => e.isDirectory()).map((e) => e.name).sort() ?? [];
+    },
+  };
+}
+
+/** The full commit id of `rev`, or an error that says what was asked for. */
+export async function resolveCommit(dir: string, rev: string): Promise<string> {
+  const sha = await simpleGit({ baseDir: dir })
+    .raw(['rev-parse', '--verify', '--quiet', `${rev}^{commit}`])
+    .catch(() => '');
+  if (!sha.trim()) throw new MeshError('E_REV', `${rev} is not a commit in ${dir}: fetch it first, or name a branch, tag or commit id`);
+  return sha.trim();
+}
+
+/** The first parent of `commit`, or the empty tree for a root commit. */
+export async function firstParent(dir: string, commit: string): Promise<string> {
+  const line = await simpleGit({ baseDir: dir }).raw(['rev-list', '--parents', '-n', '1', commit]);
+  return line.trim().split(' ')[1] ?? EMPTY_TREE;
+}
+
+/** Whether `ancestor` is `commit` or one of its ancestors (`git merge-base --is-ancestor`); false for unknown commits. */
+export function isAncestor(dir: string, ancestor: string, commit: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    execFile('git', ['merge-base', '--is-ancestor', ancestor, commit], { cwd: dir }, (err) => resolve(!err));
+  });
+}

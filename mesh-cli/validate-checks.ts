@@ -1,0 +1,107 @@
+/**
+ * Every check `mesh-cli validate` makes over one tree of the fleet repo, each problem with
+ * file, line and column: mesh.yaml, every role, every node folder's name and node.yaml, and
+ * every node's declaration through the same loader the host uses (schemas, includes that
+ * resolve, duplicate identities, paths, sources). Reports are passed in, so that a node
+ * given resources while its last valid report says it is ineligible is caught here too.
+ */
+import { loadDeclaration } from '../agent/declaration.js';
+import type { Problem } from '../agent/errors.js';
+import { RoleFile } from '../schema/declaration.js';
+import { MeshConfig, NODE_NAME, NodeIdentity } from '../schema/fleet.js';
+import { loadYaml, positionIn } from '../schema/load.js';
+import type { FleetTree } from './tree.js';
+
+/** What `validate` found in one tree. */
+export interface Checked {
+  problems: Problem[];
+  nodes: number;
+  roles: number;
+  /** Nodes whose declaration has resources, for the eligibility check. */
+  withResources: string[];
+}
+
+const YAML = /\.ya?ml$/;
+
+/** Check `tree`; `ineligible` maps node → why its last valid report says it may not be given resources. */
+export async function checkTree(tree: FleetTree, ineligible: Map<string, string> = new Map()): Promise<Checked> {
+  const problems: Problem[] = [];
+  const meshYaml = await tree.read('mesh.yaml');
+  if (meshYaml === null) problems.push({ file: 'mesh.yaml', line: 1, col: 1, message: 'mesh.yaml is missing: every fleet repo has one (mesh-cli init writes it)' });
+  else problems.push(...problemsOf(loadYaml(meshYaml, 'mesh.yaml', MeshConfig)));
+
+  const roles = await filesUnder(tree, 'roles');
+  for (const role of roles) problems.push(...problemsOf(loadYaml((await tree.read(role)) ?? '', role, RoleFile)));
+
+  const nodes = await tree.folders('nodes');
+  const withResources: string[] = [];
+  for (const node of nodes) {
+    const dir = `nodes/${node}`;
+    const files = (await tree.list(dir)) ?? [];
+    const first = files.includes('node.yaml') ? 'node.yaml' : (files.find((f) => YAML.test(f)) ?? files[0]);
+    if (!NODE_NAME.test(node)) {
+      problems.push({ file: first ? `${dir}/${first}` : dir, line: 1, col: 1, message: `'${node}' is not a valid node name (lower-case letters, digits and -, at most 63 characters): rename the folder nodes/${node}/` });
+    }
+    const identity = await checkIdentity(tree, node, problems);
+    const loaded = await loadDeclaration(tree, node);
+    if (!loaded.ok) {
+      problems.push(...loaded.problems);
+      continue;
+    }
+    if (loaded.declaration.resources.length === 0) continue;
+    withResources.push(node);
+    const why = identity?.retired ? 'it is retired (node.yaml says retired: true)' : ineligible.get(node);
+    if (why) problems.push({ ...(await firstResourceAt(tree, node)), message: `node ${node} is given ${count(loaded.declaration.resources.length, 'resource')}, but ${why}; it may only have an empty declaration` });
+  }
+  return { problems: dedupe(problems), nodes: nodes.length, roles: roles.length, withResources };
+}
+
+async function checkIdentity(tree: FleetTree, node: string, problems: Problem[]): Promise<NodeIdentity | null> {
+  const file = `nodes/${node}/node.yaml`;
+  const text = await tree.read(file);
+  if (text === null) return null;
+  const loaded = loadYaml(text, file, NodeIdentity);
+  if (!loaded.ok) {
+    problems.push(...loaded.problems);
+    return null;
+  }
+  if (loaded.value.node !== node) {
+    problems.push({ file, ...positionIn(text, ['node']), message: `node.yaml says node '${loaded.value.node}' but it is in nodes/${node}/: a node's identity must be in its own folder (issue a token with mesh-cli token issue ${node})` });
+  }
+  return loaded.value;
+}
+
+/** Where a node's declaration first gives it something: its first include or resource. */
+async function firstResourceAt(tree: FleetTree, node: string): Promise<Omit<Problem, 'message'>> {
+  const files = ((await tree.list(`nodes/${node}`)) ?? []).filter((f) => YAML.test(f) && f !== 'node.yaml').sort();
+  for (const name of files) {
+    const file = `nodes/${node}/${name}`;
+    const text = (await tree.read(file)) ?? '';
+    for (const key of ['include', 'resources']) {
+      const at = positionIn(text, [key, 0]);
+      if (at.line !== 1 || at.col !== 1) return { file, ...at }; // 1:1 is "not there": a list item never starts a file
+    }
+  }
+  return { file: `nodes/${node}/${files[0] ?? 'node.yaml'}`, line: 1, col: 1 };
+}
+
+/** Every YAML file under `dir`, at any depth. */
+async function filesUnder(tree: FleetTree, dir: string): Promise<string[]> {
+  const here = ((await tree.list(dir)) ?? []).filter((f) => YAML.test(f)).map((f) => `${dir}/${f}`);
+  const deeper = await Promise.all((await tree.folders(dir)).map((f) => filesUnder(tree, `${dir}/${f}`)));
+  return [...here, ...deeper.flat()];
+}
+
+function count(n: number, what: string): string {
+  return `${n} ${what}${n === 1 ? '' : 's'}`;
+}
+
+function problemsOf(loaded: { ok: true } | { ok: false; problems: Problem[] }): Problem[] {
+  return loaded.ok ? [] : loaded.problems;
+}
+
+/** A role included by many nodes reports its problems once; sorted by file, line, column. */
+function dedupe(problems: Problem[]): Problem[] {
+  const seen = new Map(problems.map((p) => [`${p.file}:${p.line}:${p.col}:${p.message}`, p]));
+  return [...seen.values()].sort((a, b) => a.file.localeCompare(b.file) || a.line - b.line || a.col - b.col);
+}

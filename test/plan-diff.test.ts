@@ -1,0 +1,97 @@
+/**
+ * The pure parts of review and rollout: a declaration diff from the host's own planner,
+ * unified diffs with secrets elided, and the rollout classification (ancestry, and a report
+ * whose signature does not verify never counting as applied).
+ */
+import { describe, expect, it } from 'vitest';
+import type { VerifiedReport } from '../agent/verify-report.js';
+import type { Resource } from '../schema/declaration.js';
+import type { Report } from '../schema/report.js';
+import { diffDeclarations } from '../mesh-cli/declaration-diff.js';
+import { classify } from '../mesh-cli/rollout.js';
+import { elideSecrets, safeDiff, unifiedDiff } from '../mesh-cli/unified-diff.js';
+
+describe('unified diffs', () => {
+  it('show removed lines before added ones, with three lines of context, in separate hunks when far apart', () => {
+    const before = Array.from({ length: 20 }, (_, i) => `line ${i + 1}`).join('\n') + '\n';
+    const after = before.replace('line 2\n', 'line two\n').replace('line 18\n', 'line 18\nline 18b\n');
+    expect(unifiedDiff(before, after)).toEqual([
+      '@@ -1,5 +1,5 @@', ' line 1', '-line 2', '+line two', ' line 3', ' line 4', ' line 5',
+      '@@ -16,5 +16,6 @@', ' line 16', ' line 17', ' line 18', '+line 18b', ' line 19', ' line 20',
+    ]);
+  });
+
+  it('of a new file add every line, and say when the last line has no newline', () => {
+    expect(unifiedDiff('', 'a\nb')).toEqual(['@@ -0,0 +1,2 @@', '+a', '+b', '\\ No newline at end of file (after)']);
+    expect(unifiedDiff('same\n', 'same\n')).toEqual([]);
+  });
+
+  it('elide the whole content of a file whose name looks secret', () => {
+    expect(safeDiff('/etc/app/credentials', 'a\n', 'b\nc\n')).toEqual(['«content of /etc/app/credentials elided (its name looks secret): 1 line removed, 2 lines added»']);
+    expect(safeDiff('/etc/motd', 'a\n', 'b\n')).toEqual(['@@ -1,1 +1,1 @@', '-a', '+b']);
+  });
+
+  it('elide secret values and private key bodies but keep that the line changed', () => {
+    const lines = [' user = app', '-password = hunter2', '+password: "s3cret"', '+api_key=abc', '+-----BEGIN OPENSSH PRIVATE KEY-----', '+b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW', '+QyNTUxOQAAACDmAAAA', '+-----END OPENSSH PRIVATE KEY-----', ' AAAAB3NzaC1yc2EAAAADAQABAAABAQC7vbqajDhA7lZLxJ3bD5nGsh6xkr8dTqs9Zd9vZ'];
+    expect(elideSecrets(lines)).toEqual([' user = app', '-password = «elided»', '+password: «elided»', '+api_key=«elided»', '+-----BEGIN OPENSSH PRIVATE KEY-----', '+«private key elided»', '+-----END OPENSSH PRIVATE KEY-----', ' «key material elided»']);
+  });
+});
+
+describe('declaration diffs', () => {
+  const motd: Resource = { type: 'file', path: '/etc/motd', content: 'hi\n', mode: '0644' };
+  const app: Resource = { type: 'directory', path: '/srv/app' };
+  const nginx: Resource = { type: 'package', name: 'nginx', version: '1.22' };
+
+  it('list additions, field changes and removals in the order the host would make them', () => {
+    const head: Resource[] = [{ ...motd, content: 'hello\n', mode: '0600', owner: 'root' }, { ...nginx, version: '1.24' }, { type: 'user', name: 'app' }];
+    expect(diffDeclarations([app, motd, nginx], head)).toEqual({
+      reordered: false,
+      changes: [
+        { action: 'change', id: 'file:/etc/motd', fields: [{ field: 'content' }, { field: 'mode', from: '0644', to: '0600' }, { field: 'owner', to: 'root' }], diff: ['@@ -1,1 +1,1 @@', '-hi', '+hello'] },
+        { action: 'change', id: 'package:nginx', fields: [{ field: 'version', from: '1.22', to: '1.24' }] },
+        { action: 'add', id: 'user:app', fields: [] },
+        { action: 'remove', id: 'directory:/srv/app', fields: [] },
+      ],
+    });
+  });
+
+  it('notice a reorder, which changes the digest but no resource', () => {
+    expect(diffDeclarations([app, motd], [motd, app])).toEqual({ changes: [], reordered: true });
+  });
+});
+
+describe('rollout classification', () => {
+  const report = (over: Partial<Report>): Report => ({
+    format: 1, node: 'n', generation: 1, nodeKey: 'k', vouch: 'v', hostVersion: '0.1.0', sequence: 2, previous: null,
+    observedAt: '2026-01-01T00:00:00.000Z', kind: 'reconcile', commit: 'c2', digest: null, outcome: 'applied', errors: [], resources: [], owned: [], ...over,
+  });
+  const valid = (r: Partial<Report>): VerifiedReport => ({ signature: 'valid', report: report(r) });
+  // c1 → c2 → c3 on main; c0 is before the commit under review.
+  const atOrAfter = (c: string) => ['c1', 'c2', 'c3'].includes(c);
+
+  it('count a later commit as applied or failed, an earlier one as outstanding, and never a report that does not verify', () => {
+    const reports = new Map<string, VerifiedReport>([
+      ['exact', valid({ commit: 'c1' })],
+      ['skipped', valid({ commit: 'c3' })],
+      ['broke-later', valid({ commit: 'c3', outcome: 'failed', resources: [{ id: 'file:/x', result: 'failed', error: 'disk full' }] })],
+      ['behind', valid({ commit: 'c0' })],
+      ['forged', { signature: 'invalid', reason: 'signature does not verify', report: report({ commit: 'c1' }) }],
+      ['fresh', valid({ commit: 'c2', kind: 'enrolment', outcome: 'enrolled' })],
+    ]);
+    const r = classify('c1', [...reports.keys(), 'silent'], reports, atOrAfter);
+    expect(r.applied.map((a) => [a.node, a.later])).toEqual([['exact', false], ['skipped', true]]);
+    expect(r.failed).toEqual([{ node: 'broke-later', reason: '1 resource failed', commit: 'c3', lastContact: '2026-01-01T00:00:00.000Z', later: true, errors: ['file:/x: disk full'] }]);
+    expect(r.outstanding).toEqual([
+      { node: 'behind', lastContact: '2026-01-01T00:00:00.000Z', commit: 'c0' },
+      { node: 'forged', lastContact: null, commit: null, reason: "its last report's signature is invalid: signature does not verify" },
+      { node: 'fresh', lastContact: '2026-01-01T00:00:00.000Z', commit: 'c2', reason: 'enrolled at c2, not applied yet' },
+      { node: 'silent', lastContact: null, commit: null, reason: 'no report yet' },
+    ]);
+  });
+
+  it('use the newest earlier report that verifies when the last one does not', () => {
+    const reports = new Map<string, VerifiedReport>([['n', { signature: 'invalid', reason: 'x', report: report({ commit: 'c3' }) }]]);
+    const r = classify('c1', ['n'], reports, atOrAfter, new Map([['n', report({ commit: 'c2' })]]));
+    expect(r.applied).toEqual([{ node: 'n', commit: 'c2', lastContact: '2026-01-01T00:00:00.000Z', later: true }]);
+  });
+});
