@@ -1,11 +1,13 @@
 /**
  * The host's config (<root>/etc/mesh-host/config.json), written at enrolment, and its node
- * key (node.key, mode 0600). Without a config the machine is hosted, not enrolled.
+ * key (node.key, mode 0600). Without a config the machine is hosted, not enrolled. The
+ * briefing's failed lines are kept here: they make the node ineligible until it re-enrols.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import type { KeyObject } from 'node:crypto';
 import * as z from 'zod';
 import { loadYamlOrThrow } from '../schema/load.js';
+import { BriefingLine } from '../schema/report.js';
 import { writeFileAtomic } from './atomic.js';
 import type { HostPaths } from './paths.js';
 import { decodePrivateKey, encodePrivateKey } from './sign/sshsig.js';
@@ -21,6 +23,10 @@ export const HostConfig = z.strictObject({
   vouch: z.string(),
   signers: z.array(z.string()),
   enrolledAt: z.string(),
+  /** The briefing lines that failed at enrolment; any makes the node ineligible (it applies only an empty declaration). */
+  ineligible: z.array(BriefingLine).default([]),
+  /** The host's own Debian package, which it smoke-tests and restarts into when a pass installs it (default mesh-host; see upgrade.ts). */
+  hostPackage: z.string().optional(),
 });
 export type HostConfig = z.infer<typeof HostConfig>;
 
@@ -30,14 +36,17 @@ export function readConfig(paths: HostPaths): HostConfig | null {
   return loadYamlOrThrow(readFileSync(paths.config, 'utf8'), paths.config, HostConfig, `the host config ${paths.config}`);
 }
 
+/** Write the config (at enrolment). */
 export function writeConfig(paths: HostPaths, config: HostConfig): void {
   writeFileAtomic(paths.config, JSON.stringify(config, null, 2) + '\n', 0o644);
 }
 
+/** The node's private key. */
 export function readNodeKey(paths: HostPaths): KeyObject {
   return decodePrivateKey(readFileSync(paths.nodeKey, 'utf8'));
 }
 
+/** Write the node's private key (mode 0600). */
 export function writeNodeKey(paths: HostPaths, key: KeyObject): void {
   writeFileAtomic(paths.nodeKey, encodePrivateKey(key), 0o600);
 }
@@ -50,6 +59,7 @@ export function readCredential(paths: HostPaths): z.infer<typeof Credential> | u
   return loadYamlOrThrow(readFileSync(paths.credential, 'utf8'), paths.credential, Credential);
 }
 
+/** Write the node's git credential (mode 0600). */
 export function writeCredential(paths: HostPaths, credential: z.infer<typeof Credential>): void {
   writeFileAtomic(paths.credential, JSON.stringify(credential) + '\n', 0o600);
 }

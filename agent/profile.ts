@@ -1,11 +1,16 @@
-/** The profile a host reports at enrolment: what kind of machine this is. */
+/**
+ * The profile a host reports at enrolment: what kind of machine this is. Facts about files
+ * (os-release, package manager, init system) come from under the root; facts about the
+ * running kernel and hardware come from the process, since a root folder has none of its own.
+ */
 import { existsSync, readFileSync } from 'node:fs';
 import { arch, cpus, release, totalmem } from 'node:os';
+import type { Profile } from '../schema/report.js';
 import { underRoot } from './paths.js';
 import { HOST_VERSION } from './version.js';
 
 /** os-release fields, arch, kernel, cpus, memory, package manager and init system of the machine at `root`. */
-export function collectProfile(root: string): Record<string, unknown> {
+export function collectProfile(root: string): Profile {
   const osRelease = readOsRelease(root);
   const has = (p: string) => existsSync(underRoot(root, p));
   return {
@@ -16,10 +21,15 @@ export function collectProfile(root: string): Record<string, unknown> {
     kernel: release(),
     cpus: cpus().length,
     memoryBytes: totalmem(),
-    packageManager: has('/var/lib/dpkg/status') ? 'dpkg' : 'none',
+    packageManager: hasPackageManager(root) ? 'dpkg' : 'none',
     initSystem: has('/run/systemd/system') ? 'systemd' : has('/lib/systemd/systemd') || has('/usr/lib/systemd/systemd') ? 'systemd (not running)' : 'unknown',
     hostVersion: HOST_VERSION,
   };
+}
+
+/** True when the machine at `root` has a dpkg database (the package manager mesh drives). */
+export function hasPackageManager(root: string): boolean {
+  return existsSync(underRoot(root, '/var/lib/dpkg/status'));
 }
 
 function readOsRelease(root: string): Record<string, string> {

@@ -1,27 +1,37 @@
 /**
  * One reconcile pass, in the order a newcomer should read it:
  *
- *   contact → load → observe → plan → apply → record → report
+ *   contact → assign → load → observe → plan → apply → record → report
  *
  * contact: ask the server for the tip of main (one small protocol-v2 request) and fetch only
  *   when it moved. If the server cannot be reached the host is disconnected: it keeps
  *   reconciling the last declaration it fetched and keeps its report to send later.
+ * assign: read nodes/<node>/node.yaml at that commit. A generation other than the host's own
+ *   means its identity was revoked: it stops and says so. A retired node, and a node whose
+ *   briefing failed at enrolment (ineligible), get the empty declaration instead of theirs:
+ *   the host removes what it owns and every report says why.
  * load: read nodes/<node>/ at that commit and validate all of it; a declaration with any
  *   problem applies nothing, and the report names every problem with file:line:column.
  * observe → plan → apply: read every declared resource, decide in a pure function what to
  *   change and what to remove, change it, read it back, and record it in the store once verified.
+ *   An owned resource recovered from a report that held no copy of what was there before mesh
+ *   is released (left as it is) rather than removed.
  * record: remember the commit applied, so that status and the next pass know it.
  * report: sign and commit the result on the local report branch and push it. A report that
  *   says nothing new is not sent again until the heartbeat is due.
  */
-import type { Report } from '../schema/report.js';
+import { NodeIdentity } from '../schema/fleet.js';
+import { loadYamlOrThrow } from '../schema/load.js';
+import type { Report, ResourceResult } from '../schema/report.js';
 import { applyPlan, observe } from './apply.js';
-import { loadDeclaration, type TreeReader } from './declaration.js';
+import { ineligibleErrors } from './briefing.js';
+import { loadDeclaration, nodeDir, type TreeReader } from './declaration.js';
 import { MeshError, messageOf } from './errors.js';
 import type { Host } from './host.js';
-import { plan } from './plan.js';
+import { plan, type Step } from './plan.js';
 import { buildReport, recordReport, sameAsLast, sendReports, type ReportBody } from './report.js';
 import { handlerFor } from './resources/index.js';
+import type { Store } from './store.js';
 
 export interface PassResult {
   report: Report;
@@ -33,14 +43,25 @@ export interface PassResult {
   disconnected?: string;
 }
 
+/** What this node is given: its own declaration, or the empty one (retired, ineligible) with the reasons. */
+interface Assignment {
+  as: 'declared' | 'retired' | 'ineligible';
+  tree: TreeReader;
+  errors: Report['errors'];
+}
+
+const EMPTY: TreeReader = { list: async () => null, read: async () => null };
+
 /** Run one pass for an enrolled host. */
 export async function reconcile(host: Host, opts: { heartbeatMs: number }): Promise<PassResult> {
+  if (host.store.fresh) throw storeLost(host);
   const { commit, disconnected } = await contact(host);
-  const body = await applyDeclaration(host, host.repo.tree(commit), commit);
-  if (body.outcome === 'applied') {
+  const assignment = await assign(host, host.repo.tree(commit));
+  const body = labelled(assignment, await applyDeclaration(host, assignment.tree, commit));
+  if (body.outcome === 'applied' || body.outcome === 'retired') {
     host.store.data.lastApplied = { commit, digest: body.digest ?? '', at: host.ctx.now().toISOString() };
-    host.store.save();
   }
+  host.store.save();
   return report(host, body, opts.heartbeatMs, disconnected);
 }
 
@@ -65,6 +86,31 @@ async function contact(host: Host): Promise<{ commit: string; disconnected?: str
   }
 }
 
+async function assign(host: Host, tree: TreeReader): Promise<Assignment> {
+  const { node, generation } = host.config;
+  const file = `${nodeDir(node)}/node.yaml`;
+  const text = await tree.read(file);
+  if (text === null) throw new MeshError('E_NO_IDENTITY', `${file} is not on ${host.config.mainBranch}: the fleet no longer knows ${node}, so this host applies nothing. Restore the file, or retire the node with 'mesh-cli retire ${node}'`);
+  const identity = loadYamlOrThrow(text, file, NodeIdentity);
+  if (identity.generation !== generation) {
+    throw new MeshError('E_REVOKED', `this host holds generation ${generation} of ${node}, but ${file} is at generation ${identity.generation}: its identity was revoked, so it applies and reports nothing more. Re-enrol with a new token ('mesh-cli token issue ${node}')`);
+  }
+  if (!identity.retired && host.config.ineligible.length === 0) return { as: 'declared', tree, errors: [] };
+  const as = identity.retired ? 'retired' : 'ineligible';
+  const errors = as === 'ineligible' ? ineligibleErrors(host.config.ineligible) : [];
+  const declared = await loadDeclaration(tree, node);
+  if (declared.ok && declared.declaration.resources.length > 0) {
+    errors.push({ code: 'E_NOT_ASSIGNABLE', message: `${nodeDir(node)}/ declares ${declared.declaration.resources.length} resources, but ${node} is ${as}: none are applied` });
+  }
+  return { as, tree: EMPTY, errors };
+}
+
+/** The empty declaration's result said as what it is: retired or ineligible (a failure stays a failure). */
+function labelled(assignment: Assignment, body: ReportBody): ReportBody {
+  if (assignment.as === 'declared') return body;
+  return { ...body, outcome: body.outcome === 'failed' ? 'failed' : assignment.as, errors: [...assignment.errors, ...body.errors] };
+}
+
 /** load → observe → plan → apply against `tree`; the result becomes the body of the report. */
 export async function applyDeclaration(host: { config: { node: string }; store: Host['store']; ctx: Host['ctx'] }, tree: TreeReader, commit: string | null): Promise<ReportBody> {
   const loaded = await loadDeclaration(tree, host.config.node);
@@ -75,12 +121,24 @@ export async function applyDeclaration(host: { config: { node: string }; store: 
   const { resources, digest } = loaded.declaration;
   const { observed, errors: readErrors } = await observe(resources, host.ctx);
   const steps = plan(resources, host.store.data.owned, observed, (r, o) => handlerFor(r).diff(r, o));
-  const results = await applyPlan(steps.filter((s) => !readErrors.has(s.id)), observed, host.store, host.ctx);
+  const releases = steps.filter(isRelease);
+  const results = await applyPlan(steps.filter((s) => !readErrors.has(s.id) && !isRelease(s)), observed, host.store, host.ctx);
+  results.push(...releases.map((s) => release(host.store, s.id)));
   results.push(...[...readErrors].map(([id, error]) => ({ id, result: 'failed' as const, error: `cannot read current state: ${error}` })));
   const failed = results.filter((r) => r.result === 'failed').length;
   const changed = results.filter((r) => !['unchanged', 'failed', 'skipped'].includes(r.result)).length;
   const counts = { changed, drift: results.filter((r) => r.drift).length, failed, unchanged: results.filter((r) => r.result === 'unchanged').length };
   return { kind: 'reconcile', commit, digest, outcome: failed > 0 ? 'failed' : 'applied', errors: [], resources: results, counts };
+}
+
+/** A removal of a resource whose prior state is not known (recovered from a report): removing it could destroy what was there. */
+function isRelease(step: Step): boolean {
+  return step.action === 'remove' && step.record.prior?.known === false;
+}
+
+function release(store: Store, id: string): ResourceResult {
+  store.drop(id);
+  return { id, result: 'released', changes: ['left as it is: it existed before mesh took it over, and the store it was recovered from held no copy of what was there'] };
 }
 
 async function report(host: Host, body: ReportBody, heartbeatMs: number, disconnected?: string): Promise<PassResult> {
@@ -100,4 +158,14 @@ async function report(host: Host, body: ReportBody, heartbeatMs: number, disconn
     host.store.save();
     return { report, delivery: 'kept', sent: false, disconnected: messageOf(e) };
   }
+}
+
+function storeLost(host: Host): MeshError {
+  const node = host.config.node;
+  return new MeshError(
+    'E_STORE_LOST',
+    `the store ${host.store.path} is missing, but this machine is enrolled as ${node}: mesh-host will not start from an empty store and forget what it owns. ` +
+      `Re-enrol ('mesh-cli token issue ${node}', then 'mesh-host enrol --token-file FILE'): enrolment recovers the owned set from the last report`,
+    { next: 'human' },
+  );
 }

@@ -67,10 +67,12 @@ export async function sendReports(repo: FleetRepo, store: Store, node: string): 
   store.save();
 }
 
+/** The node's report branch, by its full ref name. */
 export function reportRef(node: string): string {
   return `refs/heads/reports/${node}`;
 }
 
+/** `sha256:<hex>` of `text`: how a report names the one before it. */
 export function sha256(text: string): string {
   return 'sha256:' + createHash('sha256').update(text).digest('hex');
 }

@@ -1,8 +1,11 @@
 /**
  * Checking a report against the identity chain anyone with the fleet repo can follow:
  * node.yaml on main names the token key → the token key vouched for the node key →
- * the node key signed status.json. Used by `mesh-cli status`; lives beside the code that
- * makes reports so that the two never disagree about the bytes.
+ * the node key signed status.json. A report of an earlier generation is `revoked`; when
+ * node.yaml still lists that generation's token key (`previous`), its chain is checked too,
+ * so a history of earlier generations stays verifiable and a lost store can be recovered
+ * from it. Used by `mesh-cli status`, `mesh-cli signers` and enrolment; lives beside the
+ * code that makes reports so that the two never disagree about the bytes.
  */
 import type { NodeIdentity } from '../schema/fleet.js';
 import { loadYaml } from '../schema/load.js';
@@ -17,6 +20,8 @@ export interface VerifiedReport {
   reason?: string;
   /** The parsed report, when status.json could be read at all (even if its signature is bad). */
   report?: Report;
+  /** True when the chain up to a token key in node.yaml verified: always for `valid`, for `revoked` when the key is on record. */
+  chained?: boolean;
 }
 
 /** Verify `statusText` and its signature for `node`, given the node's identity on main (null if it has none). */
@@ -25,16 +30,26 @@ export function verifyReport(node: string, statusText: string | null, sigText: s
   const parsed = loadYaml(statusText, `reports/${node}:status.json`, Report);
   if (!parsed.ok) return { signature: 'invalid', reason: `status.json does not parse: ${parsed.problems[0]?.message}` };
   const report = parsed.value;
-  const verdict = (signature: SignatureVerdict, reason?: string): VerifiedReport => ({ signature, report, ...(reason ? { reason } : {}) });
+  const verdict = (signature: SignatureVerdict, reason?: string, chained?: boolean): VerifiedReport => ({ signature, report, ...(reason ? { reason } : {}), ...(chained ? { chained } : {}) });
   if (sigText === null) return verdict('invalid', 'status.json is not signed (no status.json.sig)');
   if (report.node !== node) return verdict('invalid', `the report on reports/${node} is for node ${report.node}`);
   const sig = verifySsh(statusText, sigText, REPORT_NAMESPACE);
   if (!sig.ok) return verdict('invalid', `signature does not verify: ${sig.reason}`);
   if (!sameKey(sig.publicKey, report.nodeKey)) return verdict('invalid', 'signed by a key other than the node key it names');
   if (!identity) return verdict('invalid', `no nodes/${node}/node.yaml on main vouches for this node`);
-  if (report.generation < identity.generation) return verdict('revoked', `signed by generation ${report.generation}; node.yaml is at generation ${identity.generation}`);
+  if (report.generation < identity.generation) {
+    const revoked = `signed by generation ${report.generation}; node.yaml is at generation ${identity.generation}`;
+    const earlier = identity.previous?.find((p) => p.generation === report.generation);
+    if (!earlier) return verdict('revoked', `${revoked} (node.yaml keeps no token key for generation ${report.generation}, so its chain cannot be checked)`);
+    if (!vouched(report, earlier.publicKey)) return verdict('invalid', `the node key is not vouched for by generation ${report.generation}'s token key in node.yaml`);
+    return verdict('revoked', revoked, true);
+  }
   if (report.generation > identity.generation || !identity.token) return verdict('invalid', `generation ${report.generation} is not the one on main (${identity.generation})`);
-  const vouch = verifySsh(vouchPayload(node, report.generation, report.nodeKey), report.vouch, VOUCH_NAMESPACE);
-  if (!vouch.ok || !sameKey(vouch.publicKey, identity.token.publicKey)) return verdict('invalid', 'the node key is not vouched for by the token key in node.yaml');
-  return verdict('valid');
+  if (!vouched(report, identity.token.publicKey)) return verdict('invalid', 'the node key is not vouched for by the token key in node.yaml');
+  return verdict('valid', undefined, true);
+}
+
+function vouched(report: Report, tokenKey: string): boolean {
+  const vouch = verifySsh(vouchPayload(report.node, report.generation, report.nodeKey), report.vouch, VOUCH_NAMESPACE);
+  return vouch.ok && sameKey(vouch.publicKey, tokenKey);
 }

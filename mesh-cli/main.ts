@@ -10,8 +10,14 @@ import { HOST_VERSION } from '../agent/version.js';
 import { openFleet } from './fleet.js';
 import { initFleet } from './commands/init.js';
 import { serveCommand } from './commands/serve.js';
-import { fleetStatus, formatStatus } from './commands/status.js';
+import { statusCommand } from './commands/status.js';
+import { validateCommand } from './commands/validate.js';
+import { planCommand } from './commands/plan.js';
 import { issueToken, writeTokenFile } from './commands/token.js';
+import { retireCommand } from './commands/retire.js';
+import { revokeCommand } from './commands/revoke.js';
+import { signersCommand } from './commands/signers.js';
+import { packagesCommand } from './commands/packages.js';
 
 const program = new Command('mesh-cli').description('operate a mesh fleet from its git repository').version(HOST_VERSION).showHelpAfterError();
 
@@ -46,16 +52,13 @@ program
     console.error(`token for ${node} generation ${issued.token.generation} committed as ${issued.commit.slice(0, 12)}${o.out ? `, written to ${o.out}` : ''}; push it (git push) to make it valid`);
   });
 
-program
-  .command('status')
-  .description('per node: last contact, applied commit, outcome, host version, signature')
-  .option('--json', 'print {"nodes":[...]}')
-  .option('--no-fetch', 'use the report branches already fetched')
-  .action(async (o: { json?: boolean; fetch: boolean }) => {
-    const fleet = await openFleet(process.cwd());
-    const nodes = await fleetStatus(fleet, { fetch: o.fetch });
-    console.log(o.json ? JSON.stringify({ nodes }) : formatStatus(nodes, new Date()));
-  });
+statusCommand(program);
+validateCommand(program);
+planCommand(program);
+retireCommand(program);
+revokeCommand(program);
+signersCommand(program);
+packagesCommand(program);
 
 function parseDuration(text: string): number {
   const m = /^(\d+)(s|m|h|d)$/.exec(text.trim());

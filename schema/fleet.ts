@@ -32,6 +32,9 @@ export const NodeIdentity = z.strictObject({
       expires: z.iso.datetime(),
     })
     .optional(),
+  /** Token keys of earlier generations, so that their reports stay verifiable as revoked (and recoverable). */
+  previous: z.array(z.strictObject({ generation: z.number().int().nonnegative(), publicKey: sshKey })).optional(),
+  /** Set by `mesh-cli retire`: the declaration is empty and the host removes everything it owns. */
   retired: z.boolean().optional(),
 });
 

@@ -11,8 +11,11 @@ export const VOUCH_NAMESPACE = 'mesh-enrol';
 
 export const ResourceResult = z.strictObject({
   id: z.string(),
-  /** unchanged: read back and in sync; created/updated/removed/restored: changed and read back; unverified: changed but could not be read back here. */
-  result: z.enum(['unchanged', 'created', 'updated', 'removed', 'restored', 'failed', 'unverified', 'skipped']),
+  /**
+   * unchanged: read back and in sync; created/updated/removed/restored: changed and read back; unverified: changed but
+   * could not be read back here; released: no longer owned and left as it is (what was there before mesh is not known).
+   */
+  result: z.enum(['unchanged', 'created', 'updated', 'removed', 'restored', 'released', 'failed', 'unverified', 'skipped']),
   drift: z.boolean().optional(),
   changes: z.array(z.string()).optional(),
   error: z.string().optional(),
@@ -30,7 +33,32 @@ export const OwnedRecord = z.strictObject({
   at: z.string(),
 });
 
+/** One check made at enrolment; the briefing's outcome is computed from these, never set by hand. */
 export const BriefingLine = z.strictObject({ check: z.string(), ok: z.boolean(), detail: z.string() });
+
+/** What kind of machine this is (loose: a newer host may say more). */
+export const Profile = z.looseObject({
+  os: z.string(),
+  osVersion: z.string(),
+  osName: z.string(),
+  arch: z.string(),
+  kernel: z.string(),
+  cpus: z.number().int(),
+  memoryBytes: z.number().int(),
+  packageManager: z.string(),
+  initSystem: z.string(),
+  hostVersion: z.string(),
+});
+
+/** What is already on the machine that a declaration could touch (loose: a newer host may say more). */
+export const Inventory = z.looseObject({
+  /** Installed packages and their versions, from the dpkg status file. */
+  packages: z.record(z.string(), z.string()),
+  /** Units enabled through the systemd wants folders under /etc/systemd/system. */
+  services: z.array(z.string()),
+  /** Paths the node's current declaration names that already exist, with what they are. */
+  declaredPaths: z.array(z.strictObject({ id: z.string(), kind: z.string() })),
+});
 
 export const Report = z.strictObject({
   format: z.literal(1),
@@ -52,14 +80,17 @@ export const Report = z.strictObject({
   resources: z.array(ResourceResult).default([]),
   counts: z.strictObject({ changed: z.number(), drift: z.number(), failed: z.number(), unchanged: z.number() }).optional(),
   owned: z.array(OwnedRecord).default([]),
-  profile: z.record(z.string(), z.unknown()).optional(),
-  inventory: z.record(z.string(), z.unknown()).optional(),
+  profile: Profile.optional(),
+  inventory: Inventory.optional(),
   briefing: z.array(BriefingLine).optional(),
 });
 
 export type Report = z.infer<typeof Report>;
 export type ResourceResult = z.infer<typeof ResourceResult>;
 export type OwnedRecord = z.infer<typeof OwnedRecord>;
+export type BriefingLine = z.infer<typeof BriefingLine>;
+export type Profile = z.infer<typeof Profile>;
+export type Inventory = z.infer<typeof Inventory>;
 
 /** The exact bytes the token key signs to vouch for a node key. */
 export function vouchPayload(node: string, generation: number, nodeKey: string): string {

@@ -62,7 +62,8 @@ async function main() {
   say('Enrolling three simulated machines (each is a --root folder); each pushes a signed enrolment report');
   for (const node of nodes) {
     const root = join(work, 'machines', node);
-    for (const d of ['etc', 'srv', 'var/lib']) mkdirSync(join(root, d), { recursive: true });
+    for (const d of ['etc', 'srv', 'var/lib/dpkg']) mkdirSync(join(root, d), { recursive: true });
+    writeFileSync(join(root, 'var/lib/dpkg/status'), ''); // an (empty) package database: a machine with a package manager
     show('mesh-host', ['enrol', '--token-file', join(work, `${node}.token`), '--root', root], work);
   }
 

@@ -1,22 +1,31 @@
 /**
- * `mesh-host enrol --token-file F`: become a node. Creates the node key, has the token
- * vouch for it, pushes the enrolment report (profile and briefing) before any declaration
- * is applied, and only then writes the config and deletes the token file. A failed push
+ * `mesh-host enrol --token-file F`: become a node. The token is checked against the fleet
+ * before anything else (unexpired, of the generation node.yaml on main names, never used:
+ * the node's report branch holds no report of its generation). Then the host creates the
+ * node key, has the token vouch for it, recovers a lost store from the last report, and
+ * pushes the enrolment report — profile, inventory and briefing — before any declaration
+ * is applied. Only then does it write its config and delete the token file; a failed push
  * leaves the token file in place so that enrolment can simply be run again.
  */
 import { existsSync, readFileSync, rmSync } from 'node:fs';
+import type { HttpClient } from 'isomorphic-git';
+import type { Resource } from '../../schema/declaration.js';
+import { NodeIdentity } from '../../schema/fleet.js';
 import { loadYamlOrThrow } from '../../schema/load.js';
-import { VOUCH_NAMESPACE, vouchPayload } from '../../schema/report.js';
+import { VOUCH_NAMESPACE, vouchPayload, type BriefingLine } from '../../schema/report.js';
 import { TokenFile } from '../../schema/token.js';
+import { briefingOutcome, clockLine, ineligibleErrors, packageManagerLine, recoverStore, rootWritableLine, type LastReport } from '../briefing.js';
 import { readConfig, writeConfig, writeCredential, writeNodeKey, type HostConfig } from '../config.js';
+import { loadDeclaration, nodeDir } from '../declaration.js';
 import { MeshError } from '../errors.js';
 import { fleetHttp } from '../fleet/http.js';
-import { openFleetRepo } from '../fleet/git.js';
+import { openFleetRepo, type FleetRepo } from '../fleet/git.js';
+import { collectInventory } from '../inventory.js';
 import { hostPaths } from '../paths.js';
 import { collectProfile } from '../profile.js';
 import { buildReport, recordReport, reportRef, sendReports, sha256 } from '../report.js';
 import type { ResourceContext } from '../resources/handler.js';
-import { decodePrivateKey, generateKeyPair, publicKeyOf, signSsh, sshPublicKey } from '../sign/sshsig.js';
+import { decodePrivateKey, generateKeyPair, publicKeyOf, sameKey, signSsh, sshPublicKey } from '../sign/sshsig.js';
 import { Store } from '../store.js';
 
 export interface EnrolResult {
@@ -25,25 +34,36 @@ export interface EnrolResult {
   nodeKey: string;
   url: string;
   report: string;
+  outcome: 'enrolled' | 'ineligible';
+  briefing: BriefingLine[];
 }
 
 /** Enrol the machine at `ctx.root` with the token in `tokenFile`. */
 export async function enrol(tokenFile: string, ctx: ResourceContext): Promise<EnrolResult> {
-  if (!existsSync(tokenFile)) throw new MeshError('E_NO_TOKEN', `token file ${tokenFile} does not exist: issue one with 'mesh-cli token issue NODE' and copy it here`);
-  const token = loadYamlOrThrow(readFileSync(tokenFile, 'utf8'), tokenFile, TokenFile, `the token file ${tokenFile}`);
-  const now = ctx.now();
-  if (Date.parse(token.expires) <= now.getTime()) {
-    throw new MeshError('E_TOKEN_EXPIRED', `the token for ${token.node} expired at ${token.expires}: issue a new one with 'mesh-cli token issue ${token.node}'`);
-  }
+  const token = readToken(tokenFile, ctx.now());
   const paths = hostPaths(ctx.root);
   const existing = readConfig(paths);
-  if (existing && existing.generation >= token.generation) {
+  if (existing?.node === token.node && existing.generation >= token.generation) {
     throw new MeshError('E_TOKEN_USED', `this machine is already enrolled as ${existing.node} generation ${existing.generation}; the token (generation ${token.generation}) cannot be used again. Issue a new token to re-enrol`);
   }
+  const http = fleetHttp({ credential: token.credential });
+  const { main, identity, declared } = await readMain(paths.gitdir + '.enrol', http, token, ctx.now());
+  const repo = await openFleetRepo(paths.gitdir, token.url, http);
+  const last = await lastReport(repo, token.node, token.generation);
 
   const tokenKey = decodePrivateKey(token.secret);
   const nodeKeys = generateKeyPair();
   const nodeKey = sshPublicKey(nodeKeys.publicKey, `${token.node}@mesh`);
+  const store = Store.open(paths.store);
+  const briefing = [
+    { check: 'token unexpired', ok: true, detail: `generation ${token.generation}, expires ${identity.token!.expires}, not used before` },
+    { check: 'fleet reachable', ok: true, detail: `${token.url} (${token.mainBranch} at ${main})` },
+    await clockLine(http, token.url, ctx.now),
+    packageManagerLine(paths.root),
+    rootWritableLine(paths.root),
+    recoverStore(store, token.node, last, identity),
+  ];
+  const failed = briefing.filter((l) => !l.ok);
   const config: HostConfig = {
     format: 1,
     node: token.node,
@@ -54,44 +74,100 @@ export async function enrol(tokenFile: string, ctx: ResourceContext): Promise<En
     tokenKey: sshPublicKey(publicKeyOf(tokenKey)),
     vouch: signSsh(vouchPayload(token.node, token.generation, nodeKey), tokenKey, VOUCH_NAMESPACE),
     signers: token.signers,
-    enrolledAt: now.toISOString(),
+    enrolledAt: ctx.now().toISOString(),
+    ineligible: failed,
   };
 
-  const store = Store.open(paths.store);
-  const repo = await openFleetRepo(paths.gitdir, token.url, fleetHttp({ credential: token.credential }));
-  const main = await repo.poll(token.mainBranch);
-  await continueChain(repo, store, token.node);
-  const briefing = [
-    { check: 'token unexpired', ok: true, detail: `expires ${token.expires}` },
-    { check: 'fleet reachable', ok: true, detail: `${token.url} (${token.mainBranch} at ${main ?? 'none yet'})` },
-  ];
-  const report = buildReport(config, store, { kind: 'enrolment', commit: main, digest: null, outcome: 'enrolled', errors: [], resources: [], profile: collectProfile(ctx.root), briefing }, now);
-  const oid = await recordReport(repo, store, report, nodeKeys.privateKey);
+  continueChain(store, last);
+  const inventory = collectInventory(paths.root, declared);
+  const outcome = briefingOutcome(briefing);
+  const body = { kind: 'enrolment' as const, commit: main, digest: null, outcome, errors: ineligibleErrors(failed), resources: [], profile: collectProfile(paths.root), inventory, briefing };
+  const oid = await recordReport(repo, store, buildReport(config, store, body, ctx.now()), nodeKeys.privateKey);
   await sendReports(repo, store, token.node);
 
   writeNodeKey(paths, nodeKeys.privateKey);
   if (token.credential) writeCredential(paths, token.credential);
   writeConfig(paths, config);
   rmSync(tokenFile, { force: true });
-  return { node: token.node, generation: token.generation, nodeKey, url: token.url, report: oid };
+  return { node: token.node, generation: token.generation, nodeKey, url: token.url, report: oid, outcome, briefing };
 }
 
-/** Continue the node's report history on the server (an earlier generation, or a lost store) instead of forking it. */
-async function continueChain(repo: Awaited<ReturnType<typeof openFleetRepo>>, store: Store, node: string): Promise<void> {
-  const tip = await repo.adopt(reportRef(node));
-  if (!tip) return;
-  const text = await repo.tree(tip).read('status.json');
-  const last = text ? safeSequence(text) : 0;
-  if (store.data.report.sequence < last) {
-    store.data.report = { ...store.data.report, sequence: last, hash: text ? sha256(text) : null };
-  }
+function readToken(tokenFile: string, now: Date): TokenFile {
+  if (!existsSync(tokenFile)) throw new MeshError('E_NO_TOKEN', `token file ${tokenFile} does not exist: issue one with 'mesh-cli token issue NODE' and copy it here`);
+  const token = loadYamlOrThrow(readFileSync(tokenFile, 'utf8'), tokenFile, TokenFile, `the token file ${tokenFile}`);
+  if (Date.parse(token.expires) <= now.getTime()) throw expired(token.node, token.expires);
+  return token;
 }
 
-function safeSequence(text: string): number {
+/**
+ * Read node.yaml and the declaration on main through a scratch git dir, removed afterwards: the
+ * host's own repository gets main at its first reconcile, so that a host that never reconciled
+ * has no "last fetched declaration" to fall back on while disconnected.
+ */
+async function readMain(gitdir: string, http: HttpClient, token: TokenFile, now: Date): Promise<{ main: string; identity: NodeIdentity; declared: Resource[] }> {
+  rmSync(gitdir, { recursive: true, force: true });
   try {
-    const n = (JSON.parse(text) as { sequence?: unknown }).sequence;
-    return typeof n === 'number' && Number.isInteger(n) ? n : 0;
-  } catch {
-    return 0;
+    const repo = await openFleetRepo(gitdir, token.url, http);
+    const main = await repo.fetch(token.mainBranch);
+    const identity = await currentIdentity(repo, main, token, now);
+    const loaded = await loadDeclaration(repo.tree(main), token.node);
+    return { main, identity, declared: loaded.ok ? loaded.declaration.resources : [] };
+  } finally {
+    rmSync(gitdir, { recursive: true, force: true });
   }
+}
+
+/** node.yaml on main must name exactly this token: its generation, its key, an expiry still ahead. */
+async function currentIdentity(repo: FleetRepo, main: string, token: TokenFile, now: Date): Promise<NodeIdentity> {
+  const file = `${nodeDir(token.node)}/node.yaml`;
+  const text = await repo.tree(main).read(file);
+  const issue = `issue a new one with 'mesh-cli token issue ${token.node}'`;
+  if (text === null) throw new MeshError('E_TOKEN_NOT_PUSHED', `${file} is not on ${token.mainBranch} (${main.slice(0, 12)}): push the commit that issued the token (git push in the fleet checkout) and enrol again`);
+  const identity = loadYamlOrThrow(text, file, NodeIdentity);
+  if (identity.generation > token.generation) {
+    throw new MeshError('E_TOKEN_OLD', `this token is for generation ${token.generation} of ${token.node}, but ${file} on ${token.mainBranch} is at generation ${identity.generation}: a newer token was issued (or the node revoked) since, which revoked this one; use the newest token or ${issue}`);
+  }
+  if (identity.generation < token.generation) {
+    throw new MeshError('E_TOKEN_NOT_PUSHED', `${file} on ${token.mainBranch} is still at generation ${identity.generation}, the token is for generation ${token.generation}: push the commit that issued the token (git push in the fleet checkout) and enrol again`);
+  }
+  if (!identity.token || !sameKey(identity.token.publicKey, sshPublicKey(publicKeyOf(decodePrivateKey(token.secret))))) {
+    throw new MeshError('E_TOKEN_UNKNOWN', `this token's key is not the one ${file} names for generation ${identity.generation} (was a token issued twice from different checkouts?): ${issue}`);
+  }
+  if (identity.retired) throw new MeshError('E_NODE_RETIRED', `${token.node} is retired on ${token.mainBranch}: ${issue} to bring it back`);
+  if (Date.parse(identity.token.expires) <= now.getTime()) throw expired(token.node, identity.token.expires);
+  return identity;
+}
+
+/** The node's last report on the server (adopted as the local report branch), refusing a token that was already used. */
+async function lastReport(repo: FleetRepo, node: string, generation: number): Promise<LastReport | null> {
+  const tip = await repo.adopt(reportRef(node));
+  if (!tip) return null;
+  const tree = repo.tree(tip);
+  const last = { status: await tree.read('status.json'), sig: await tree.read('status.json.sig') };
+  const claims = looseFields(last.status);
+  if (typeof claims.generation === 'number' && claims.generation >= generation) {
+    throw new MeshError('E_TOKEN_USED', `this token (generation ${generation}) was already used: reports/${node} holds report #${claims.sequence} of generation ${claims.generation}, made at ${claims.observedAt}. A token enrols one machine once; issue a new one with 'mesh-cli token issue ${node}'`);
+  }
+  return last;
+}
+
+/**
+ * Continue the node's report history from the server's tip (an earlier generation, a lost store,
+ * or an enrolment whose push failed), as the local report branch now does, instead of forking it.
+ */
+function continueChain(store: Store, last: LastReport | null): void {
+  const sequence = looseFields(last?.status ?? null).sequence;
+  if (last?.status && typeof sequence === 'number') store.data.report = { ...store.data.report, sequence, hash: sha256(last.status) };
+}
+
+function looseFields(text: string | null): { generation?: unknown; sequence?: unknown; observedAt?: unknown } {
+  try {
+    return text ? (JSON.parse(text) as object) : {};
+  } catch {
+    return {};
+  }
+}
+
+function expired(node: string, expires: string): MeshError {
+  return new MeshError('E_TOKEN_EXPIRED', `the token for ${node} expired at ${expires}: issue a new one with 'mesh-cli token issue ${node}'`);
 }

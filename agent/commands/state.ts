@@ -1,5 +1,12 @@
-/** `mesh-host state`: which lifecycle state this machine is in and why, its identity, and what it owns. */
+/**
+ * `mesh-host state`: which lifecycle state this machine is in and why, its identity, and what
+ * it owns. Read from local files only, so it answers on a machine that cannot reach the fleet:
+ *
+ *   unmanaged → hosted (mesh-host's state exists; it can apply a local bundle)
+ *             → enrolled (a config and node key) ⇄ disconnected (the last contact failed)
+ */
 import { existsSync } from 'node:fs';
+import type { BriefingLine } from '../../schema/report.js';
 import { readConfig } from '../config.js';
 import { hostPaths } from '../paths.js';
 import { Store } from '../store.js';
@@ -13,6 +20,10 @@ export interface HostState {
   generation?: number;
   nodeKey?: string;
   url?: string;
+  /** False when a briefing line failed at enrolment: the node applies only an empty declaration. */
+  eligible?: boolean;
+  /** The briefing lines that failed, when not eligible. */
+  ineligible?: BriefingLine[];
   lastApplied: { commit: string; at: string } | null;
   lastContact: { commit: string; at: string } | null;
   unsentReport: boolean;
@@ -28,12 +39,17 @@ export function describeState(root: string): HostState {
   const config = readConfig(paths);
   const owned = store.data.owned.map((r) => ({ id: r.id, state: r.state, at: r.at }));
   const common = { ...base, owned, lastApplied: store.data.lastApplied, lastContact: store.data.lastContact, unsentReport: !store.data.report.pushed };
-  if (!config) return { ...common, state: 'hosted', reason: 'mesh-host is installed but not enrolled; it can apply a local bundle' };
-  const identity = { node: config.node, generation: config.generation, nodeKey: config.nodeKey, url: config.url };
+  if (!config) return { ...common, state: 'hosted', reason: 'mesh-host is installed but not enrolled; it can apply a local bundle (mesh-host apply --bundle DIR)' };
+  const eligible = config.ineligible.length === 0;
+  const identity = { node: config.node, generation: config.generation, nodeKey: config.nodeKey, url: config.url, eligible, ...(eligible ? {} : { ineligible: config.ineligible }) };
+  const why = eligible ? '' : `; ineligible (applies only an empty declaration): ${config.ineligible.map((l) => `${l.check}: ${l.detail}`).join('; ')}`;
   const err = store.data.lastError;
   if (err && (!store.data.lastContact || err.at > store.data.lastContact.at)) {
-    const since = store.data.lastContact ? `last successful contact at ${store.data.lastContact.at}` : 'no successful contact yet';
-    return { ...common, ...identity, state: 'disconnected', reason: `${since}; error at ${err.at}: ${err.message}` };
+    const since = store.data.lastContact ? `last successful contact with the fleet at ${store.data.lastContact.at}` : 'no successful contact yet';
+    const backlog = common.unsentReport ? '; a report is waiting to be pushed' : '';
+    return { ...common, ...identity, state: 'disconnected', reason: `${since}; error at ${err.at}: ${err.message}; reconciling the last fetched declaration${backlog}${why}` };
   }
-  return { ...common, ...identity, state: 'enrolled', reason: store.data.lastContact ? `last contact with the fleet at ${store.data.lastContact.at}` : 'enrolled; no reconcile yet' };
+  if (store.fresh) return { ...common, ...identity, state: 'enrolled', reason: `the store ${paths.store} is missing: the host applies nothing until it re-enrols, which recovers what it owned from its last report` };
+  const contact = store.data.lastContact ? `last contact with the fleet at ${store.data.lastContact.at}` : 'enrolled; no reconcile yet';
+  return { ...common, ...identity, state: 'enrolled', reason: contact + why };
 }

@@ -2,7 +2,8 @@
  * `mesh-cli token issue NODE`: bump the node's generation, record the token's public half
  * and expiry in nodes/NODE/node.yaml, commit, and hand back the token file — printed once,
  * never stored. Pushing the commit is what makes the token valid (deploy is `git push`),
- * and it revokes every earlier identity of the node.
+ * and it revokes every earlier identity of the node; the earlier token keys stay listed
+ * (`previous`) so that the node's earlier reports remain verifiable as revoked.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -24,17 +25,17 @@ export interface IssuedToken {
 export async function issueToken(fleet: Fleet, node: string, opts: { url?: string; expiresMs: number; now: Date }): Promise<IssuedToken> {
   if (!NODE_NAME.test(node)) throw new MeshError('E_BAD_NODE', `'${node}' is not a valid node name: use lower-case letters, digits and -, at most 63 characters`);
   const url = opts.url ?? (await originUrl(fleet));
-  const file = join(fleet.dir, 'nodes', node, 'node.yaml');
-  const previous = existsSync(file) ? loadYamlOrThrow(readFileSync(file, 'utf8'), `nodes/${node}/node.yaml`, NodeIdentity) : null;
+  const previous = readIdentity(fleet, node);
   const keys = generateKeyPair();
   const expires = new Date(opts.now.getTime() + opts.expiresMs).toISOString();
+  // A fresh identity: a retired node comes back, and the previous token key is kept for verifying its reports.
   const identity: NodeIdentity = {
     node,
     generation: (previous?.generation ?? 0) + 1,
     token: { publicKey: sshPublicKey(keys.publicKey, `token-${node}`), issuedAt: opts.now.toISOString(), expires },
+    ...earlierKeys(previous),
   };
-  mkdirSync(join(fleet.dir, 'nodes', node), { recursive: true });
-  writeFileSync(file, `# written by mesh-cli token issue; do not edit by hand\n${stringify(identity)}`);
+  const file = writeIdentity(fleet, identity, 'token issue');
   const commit = await commitPaths(fleet.git, [file], `token: issue ${node} generation ${identity.generation}`);
   const token: TokenFile = {
     kind: 'mesh-token',
@@ -49,6 +50,26 @@ export async function issueToken(fleet: Fleet, node: string, opts: { url?: strin
   };
   const text = `# mesh enrolment token for ${node}: carry it to the machine and run\n#   mesh-host enrol --token-file FILE\n# It is shown once, expires ${expires}, and is valid once the commit ${commit.slice(0, 12)} is pushed.\n${stringify(token)}`;
   return { token, text, commit };
+}
+
+/** `node`'s identity from nodes/NODE/node.yaml in the checkout, or null when it has none. */
+export function readIdentity(fleet: Fleet, node: string): NodeIdentity | null {
+  const file = join(fleet.dir, 'nodes', node, 'node.yaml');
+  return existsSync(file) ? loadYamlOrThrow(readFileSync(file, 'utf8'), `nodes/${node}/node.yaml`, NodeIdentity) : null;
+}
+
+/** Write nodes/NODE/node.yaml for `identity` (by the mesh-cli command `by`); returns its path. */
+export function writeIdentity(fleet: Fleet, identity: NodeIdentity, by: string): string {
+  const file = join(fleet.dir, 'nodes', identity.node, 'node.yaml');
+  mkdirSync(join(fleet.dir, 'nodes', identity.node), { recursive: true });
+  writeFileSync(file, `# written by mesh-cli ${by}; do not edit by hand\n${stringify(identity, { lineWidth: 0 })}`);
+  return file;
+}
+
+/** The token keys of every generation up to and including `identity`'s, as the next generation's `previous`. */
+export function earlierKeys(identity: NodeIdentity | null): Pick<NodeIdentity, 'previous'> {
+  const keys = [...(identity?.previous ?? []), ...(identity?.token ? [{ generation: identity.generation, publicKey: identity.token.publicKey }] : [])];
+  return keys.length > 0 ? { previous: keys } : {};
 }
 
 /** Write the token to `out` with mode 0600, refusing to overwrite. */

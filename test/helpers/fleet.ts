@@ -80,7 +80,7 @@ export interface TestFleet {
   checkout: string;
   server: Server;
   repoUrl: string;
-  /** Issue a token for `node`, push it, and enrol a new simulated machine; returns its root. */
+  /** Issue a token for `node`, push it, and enrol a new simulated machine (with a dpkg database: eligible); returns its root. */
   enrol(node: string): Promise<string>;
   /** Write files in the checkout, commit and push; returns the new commit. */
   commit(files: Record<string, string | null>, message: string): Promise<string>;
@@ -111,6 +111,9 @@ export async function createFleet(): Promise<TestFleet> {
       if (issued.code !== 0) throw new Error(issued.stderr);
       await git(checkout, 'push', '--quiet');
       const root = newMachine(join(dir, 'machines', node));
+      // A dpkg database, so that the briefing's "package manager present" passes and the node is eligible.
+      mkdirSync(join(root, 'var/lib/dpkg'), { recursive: true });
+      writeFileSync(join(root, 'var/lib/dpkg/status'), '', { flag: 'a' });
       const enrolled = await hostCmd(root, 'enrol', '--token-file', tokenFile);
       if (enrolled.code !== 0) throw new Error(enrolled.stderr);
       return root;
@@ -130,7 +133,7 @@ export async function createFleet(): Promise<TestFleet> {
       return git(checkout, 'rev-parse', 'HEAD');
     },
     async close() {
-      await server.stop();
+      await this.server.stop(); // the server a test restarted, not only the first one
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -1,0 +1,91 @@
+/**
+ * The briefing: the structured result of enrolment, one line per check ({check, ok, detail}).
+ * Its outcome is computed from the lines, never set by hand: any failed line makes the node
+ * ineligible, and an ineligible node applies only an empty declaration until it re-enrols.
+ * Adoption always completes, so a failed check is reported rather than refused.
+ */
+import { unlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { HttpClient } from 'isomorphic-git';
+import type { NodeIdentity } from '../schema/fleet.js';
+import type { BriefingLine, Report } from '../schema/report.js';
+import { messageOf } from './errors.js';
+import { hasPackageManager } from './profile.js';
+import type { Store } from './store.js';
+import { verifyReport } from './verify-report.js';
+
+/** Largest difference from the git server's clock that a node may have. */
+export const MAX_CLOCK_SKEW_MS = 5 * 60_000;
+
+/** `enrolled` when every line passed, else `ineligible`. */
+export function briefingOutcome(lines: BriefingLine[]): 'enrolled' | 'ineligible' {
+  return lines.every((l) => l.ok) ? 'enrolled' : 'ineligible';
+}
+
+/** The failed lines as report errors, so that every report of an ineligible node says why. */
+export function ineligibleErrors(failed: BriefingLine[]): Report['errors'] {
+  return failed.map((l) => ({ code: 'E_INELIGIBLE', message: `ineligible: briefing check '${l.check}' failed: ${l.detail}` }));
+}
+
+/** Compare the local clock with the Date header of the git server's answer to one small request. */
+export async function clockLine(http: HttpClient, url: string, now: () => Date): Promise<BriefingLine> {
+  const check = 'clock within 5 minutes of the git server';
+  try {
+    const before = now().getTime();
+    const res = await http.request({ url: `${url.replace(/\/$/, '')}/info/refs?service=git-upload-pack`, method: 'GET', headers: { 'git-protocol': 'version=2' } });
+    for await (const _chunk of res.body ?? []) void _chunk; // drain, so the socket is reused
+    const local = (before + now().getTime()) / 2;
+    const date = Object.entries(res.headers ?? {}).find(([k]) => k.toLowerCase() === 'date')?.[1];
+    if (!date || Number.isNaN(Date.parse(date))) return { check, ok: false, detail: `the server at ${url} sent no Date header (HTTP ${res.statusCode}), so the clock cannot be checked` };
+    const skew = Math.round((local - Date.parse(date)) / 1000);
+    const detail = `local clock ${skew >= 0 ? '+' : ''}${skew}s from the server's (${date})`;
+    return { check, ok: Math.abs(skew) * 1000 <= MAX_CLOCK_SKEW_MS, detail: Math.abs(skew) * 1000 <= MAX_CLOCK_SKEW_MS ? detail : `${detail}: set the clock (e.g. enable NTP) and enrol again` };
+  } catch (e) {
+    return { check, ok: false, detail: `cannot ask the server for its time: ${messageOf(e)}` };
+  }
+}
+
+/** The package manager mesh drives is there: the root has a dpkg database. */
+export function packageManagerLine(root: string): BriefingLine {
+  const ok = hasPackageManager(root);
+  return { check: 'package manager present', ok, detail: ok ? 'dpkg (var/lib/dpkg/status)' : `no dpkg database under ${root} (var/lib/dpkg/status is missing): mesh cannot manage packages here` };
+}
+
+/** The host can create and remove a file at the top of the root. */
+export function rootWritableLine(root: string): BriefingLine {
+  const probe = join(root, `.mesh-host-probe-${process.pid}`);
+  try {
+    writeFileSync(probe, '');
+    unlinkSync(probe);
+    return { check: 'root writable', ok: true, detail: `created and removed a file in ${root}` };
+  } catch (e) {
+    return { check: 'root writable', ok: false, detail: `cannot write in ${root}: ${messageOf(e)}` };
+  }
+}
+
+/** The last report the server holds for the node: its status.json and signature, or null when it has none. */
+export interface LastReport {
+  status: string | null;
+  sig: string | null;
+}
+
+/**
+ * Recover the owned set into an empty store from the node's last report, when that report's
+ * chain verifies against node.yaml (an earlier generation, since a token is used only once).
+ * A store that exists is kept: this machine still knows what it owns.
+ */
+export function recoverStore(store: Store, node: string, last: LastReport | null, identity: NodeIdentity): BriefingLine {
+  const check = 'store recovered';
+  if (!store.fresh) return { check, ok: true, detail: `kept the existing store (${store.data.owned.length} records)` };
+  if (!last) return { check, ok: true, detail: `new store: reports/${node} has no earlier report` };
+  const verified = verifyReport(node, last.status, last.sig, identity);
+  const report = verified.report;
+  if (!report || !verified.chained) {
+    return { check, ok: false, detail: `the last report on reports/${node} does not verify (${verified.signature}: ${verified.reason}); nothing recovered, so what mesh owned here is not known` };
+  }
+  // The report keeps no copy of what was there before mesh: mark it unknown, so that un-declaring releases it.
+  store.data.owned = report.owned.map((r) => (r.prior?.existed ? { ...r, prior: { existed: true, known: false } } : r));
+  const unknown = store.data.owned.filter((r) => r.prior?.known === false).length;
+  const note = unknown ? `; ${unknown} existed before mesh took them over and the report holds no copy of them, so un-declaring them will leave them as they are` : '';
+  return { check, ok: true, detail: `recovered ${report.owned.length} records from report #${report.sequence} (generation ${report.generation}, ${report.observedAt})${note}` };
+}

@@ -1,0 +1,47 @@
+/**
+ * `mesh-cli retire NODE`: commit an empty declaration for NODE and mark its node.yaml
+ * retired. Once pushed, the host removes everything it owns (restoring what was there
+ * before mesh) and reports `retired` with an empty owned set. The identity is kept, so
+ * those reports stay valid; `mesh-cli revoke NODE` is what withdraws it.
+ */
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Command } from 'commander';
+import { MeshError } from '../../agent/errors.js';
+import { commitPaths, openFleet, type Fleet } from '../fleet.js';
+import { readIdentity, writeIdentity } from './token.js';
+
+export interface Retired {
+  node: string;
+  commit: string;
+  /** Declaration files removed, relative to the fleet repo. */
+  removed: string[];
+}
+
+/** Empty `node`'s declaration and mark it retired, in one commit. */
+export async function retireNode(fleet: Fleet, node: string): Promise<Retired> {
+  const identity = readIdentity(fleet, node);
+  if (!identity) throw new MeshError('E_UNKNOWN_NODE', `nodes/${node}/node.yaml does not exist: ${node} is not a node of this fleet`);
+  const listed = await fleet.git.raw(['ls-files', '-z', '--', `nodes/${node}/`]);
+  const removed = listed.split('\0').filter((f) => f && f !== `nodes/${node}/node.yaml`);
+  if (identity.retired && removed.length === 0) throw new MeshError('E_ALREADY_RETIRED', `${node} is already retired and its declaration is empty`);
+  for (const f of removed) rmSync(join(fleet.dir, f), { force: true });
+  const file = writeIdentity(fleet, { ...identity, retired: true }, 'retire');
+  const commit = await commitPaths(fleet.git, [file, ...removed.map((f) => join(fleet.dir, f))], `retire ${node}: empty declaration`);
+  return { node, commit, removed };
+}
+
+/** Register `retire NODE`. */
+export function retireCommand(program: Command): void {
+  program
+    .command('retire')
+    .description("commit an empty declaration for NODE and mark it retired: its host removes everything mesh put there")
+    .argument('<node>', 'node name')
+    .option('--json', 'print the result as JSON')
+    .action(async (node: string, o: { json?: boolean }) => {
+      const retired = await retireNode(await openFleet(process.cwd()), node);
+      if (o.json) return void console.log(JSON.stringify(retired));
+      console.log(`retired ${node}: committed ${retired.commit.slice(0, 12)}${retired.removed.length ? ` (removed ${retired.removed.join(', ')})` : ''}`);
+      console.log(`push it (git push): the host removes everything mesh owns there and reports 'retired'; then 'mesh-cli revoke ${node}' withdraws its identity`);
+    });
+}

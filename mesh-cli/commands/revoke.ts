@@ -1,0 +1,56 @@
+/**
+ * `mesh-cli revoke NODE`: bump NODE's generation without issuing a token. Once pushed, every
+ * identity the node had is revoked: its reports show `revoked`, and a host still holding the
+ * old identity stops applying. mesh cannot reach the grants a node holds elsewhere, so the
+ * command names the per-node credentials the operator must revoke at their providers.
+ */
+import type { Command } from 'commander';
+import { MeshError } from '../../agent/errors.js';
+import { fingerprint } from '../../agent/sign/sshsig.js';
+import type { NodeIdentity } from '../../schema/fleet.js';
+import { commitPaths, openFleet, type Fleet } from '../fleet.js';
+import { currentNodeKey } from './signers.js';
+import { earlierKeys, readIdentity, writeIdentity } from './token.js';
+
+export interface Revoked {
+  node: string;
+  generation: number;
+  commit: string;
+  /** What the operator must revoke by hand, one sentence each. */
+  credentials: string[];
+}
+
+/** Revoke every identity of `node` with a new generation that has no token. */
+export async function revokeNode(fleet: Fleet, node: string): Promise<Revoked> {
+  const previous = readIdentity(fleet, node);
+  if (!previous) throw new MeshError('E_UNKNOWN_NODE', `nodes/${node}/node.yaml does not exist: ${node} is not a node of this fleet`);
+  const nodeKey = await currentNodeKey(fleet, node);
+  const identity: NodeIdentity = { node, generation: previous.generation + 1, ...earlierKeys(previous), ...(previous.retired ? { retired: true } : {}) };
+  const file = writeIdentity(fleet, identity, 'revoke');
+  const commit = await commitPaths(fleet.git, [file], `revoke ${node}: generation ${identity.generation}, no token`);
+  const url = (await fleet.git.getRemotes(true)).find((r) => r.name === 'origin')?.refs.push ?? 'the fleet repo';
+  const credentials = [
+    `the git credential ${node} pushes its reports with (refs/heads/reports/${node} at ${url}; on the machine in /etc/mesh-host/credential.json): delete it at the git server or provider`,
+    nodeKey
+      ? `the node key ${fingerprint(nodeKey)} (${nodeKey.split(' ').slice(0, 2).join(' ')}): remove it wherever it was trusted by hand (authorized_keys, other allowed_signers files); 'mesh-cli signers' already leaves it out once this commit is pushed`
+      : `the node key of ${node}: it has no valid report, so mesh does not know it; remove any key of ${node} trusted by hand`,
+    `every secret a declaration gave ${node} (API tokens, passwords, cloud or deploy keys in nodes/${node}/ or its roles): rotate them at their providers, since the machine still holds copies`,
+  ];
+  return { node, generation: identity.generation, commit, credentials };
+}
+
+/** Register `revoke NODE`. */
+export function revokeCommand(program: Command): void {
+  program
+    .command('revoke')
+    .description("bump NODE's generation without a token (revoking every identity it had) and list the credentials to revoke by hand")
+    .argument('<node>', 'node name')
+    .option('--json', 'print the result as JSON')
+    .action(async (node: string, o: { json?: boolean }) => {
+      const revoked = await revokeNode(await openFleet(process.cwd()), node);
+      if (o.json) return void console.log(JSON.stringify(revoked));
+      console.log(`revoked ${node}: generation ${revoked.generation} (no token) committed as ${revoked.commit.slice(0, 12)}; push it (git push) to make it take effect`);
+      console.log(`revoke these per-node credentials at their providers; mesh cannot:`);
+      for (const c of revoked.credentials) console.log(`  - ${c}`);
+    });
+}

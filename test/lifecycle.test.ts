@@ -1,0 +1,451 @@
+/**
+ * The lifecycle of a machine, end to end: unmanaged → hosted → enrolled ⇄ disconnected,
+ * enrolment that reports before it changes anything, ineligible nodes, single-use tokens,
+ * re-enrolment that revokes, retire and revoke, a lost store recovered from the last report,
+ * and the first node from a bundle. Real git http-backend, real git binary, real ssh-keygen,
+ * real roots; the built mesh-cli and mesh-host run as processes.
+ */
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { clockLine } from '../agent/briefing.js';
+import { fleetHttp } from '../agent/fleet/http.js';
+import { cli, createFleet, git, gitIn, hostCmd, newMachine, runProgram, startServer, type TestFleet } from './helpers/fleet.js';
+import { snapshot } from './helpers/snapshot.js';
+
+const host = async (root: string, ...args: string[]) => {
+  const r = await hostCmd(root, ...args, '--json');
+  return { ...r, body: r.code === 0 || r.stdout.startsWith('{') ? JSON.parse(r.stdout || 'null') : null };
+};
+
+/** Issue a token for `node` into a file (pushing the commit unless `push` is false); returns the file. */
+async function token(fleet: TestFleet, node: string, opts: { push?: boolean; expires?: string; name?: string } = {}): Promise<string> {
+  const file = join(fleet.dir, opts.name ?? `${node}-${Date.now()}.token`);
+  const r = await cli(fleet.checkout, 'token', 'issue', node, '--out', file, ...(opts.expires ? ['--expires', opts.expires] : []));
+  expect(r.code, r.stderr).toBe(0);
+  if (opts.push !== false) await git(fleet.checkout, 'push', '--quiet');
+  return file;
+}
+
+/** A simulated machine with a dpkg database (so its briefing passes), not enrolled. */
+function machine(fleet: TestFleet, node: string): string {
+  const root = newMachine(join(fleet.dir, 'machines', node));
+  mkdirSync(join(root, 'var/lib/dpkg'), { recursive: true });
+  writeFileSync(join(root, 'var/lib/dpkg/status'), '', { flag: 'a' });
+  return root;
+}
+
+/** Every report on `node`'s branch, oldest first, with the exact text of its status.json. */
+async function reports(fleet: TestFleet, node: string) {
+  await git(fleet.checkout, 'fetch', '--quiet', 'origin', '+refs/heads/reports/*:refs/remotes/origin/reports/*', '+refs/heads/main:refs/remotes/origin/main');
+  const commits = (await git(fleet.checkout, 'log', '--reverse', '--format=%H', `origin/reports/${node}`)).split('\n');
+  return Promise.all(
+    commits.map(async (commit) => {
+      const text = (await runProgram('git', ['cat-file', 'blob', `${commit}:status.json`], fleet.checkout)).stdout;
+      return { commit, text, report: JSON.parse(text) };
+    }),
+  );
+}
+
+const lastReport = async (fleet: TestFleet, node: string) => (await reports(fleet, node)).at(-1)!.report;
+
+async function statusRow(fleet: TestFleet, node: string) {
+  const r = await cli(fleet.checkout, 'status', '--json');
+  expect(r.code, r.stderr).toBe(0);
+  return (JSON.parse(r.stdout) as { nodes: Array<Record<string, unknown>> }).nodes.find((n) => n.node === node)!;
+}
+
+const sha256 = async (text: string) => 'sha256:' + (await import('node:crypto')).createHash('sha256').update(text).digest('hex');
+
+describe('enrolment', () => {
+  let fleet: TestFleet;
+  beforeAll(async () => {
+    fleet = await createFleet();
+  });
+  afterAll(async () => fleet?.close());
+
+  it('pushes profile, inventory and briefing in the first report, before any change to the root', async () => {
+    await fleet.commit({ 'nodes/web-1/base.yaml': 'resources:\n  - type: file\n    path: /etc/motd\n    content: "managed\\n"\n  - type: directory\n    path: /srv/app\n' }, 'web-1');
+    const root = machine(fleet, 'web-1');
+    writeFileSync(join(root, 'etc/os-release'), 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\nVERSION_ID="12"\n');
+    writeFileSync(join(root, 'etc/motd'), 'welcome\n');
+    writeFileSync(
+      join(root, 'var/lib/dpkg/status'),
+      'Package: nginx\nStatus: install ok installed\nArchitecture: amd64\nVersion: 1.22.1-9\nDescription: web server\n continued line\n\n' +
+        'Package: curl\nStatus: install ok installed\nVersion: 7.88.1-10\n\nPackage: old\nStatus: deinstall ok config-files\nVersion: 1.0\n',
+    );
+    mkdirSync(join(root, 'etc/systemd/system/multi-user.target.wants'), { recursive: true });
+    symlinkSync('/lib/systemd/system/nginx.service', join(root, 'etc/systemd/system/multi-user.target.wants/nginx.service'));
+    const tokenFile = await token(fleet, 'web-1');
+    expect((await host(root, 'state')).body).toMatchObject({ state: 'unmanaged' });
+    const main = await git(fleet.checkout, 'rev-parse', 'HEAD');
+
+    const before = snapshot(root);
+    const enrolled = await host(root, 'enrol', '--token-file', tokenFile);
+    expect(enrolled.code, enrolled.stderr).toBe(0);
+    expect(enrolled.body).toMatchObject({ node: 'web-1', generation: 1, outcome: 'enrolled' });
+    expect(snapshot(root)).toEqual(before);
+    expect(existsSync(tokenFile)).toBe(false);
+
+    const [first] = await reports(fleet, 'web-1');
+    const r = first!.report;
+    expect(r).toMatchObject({ kind: 'enrolment', outcome: 'enrolled', sequence: 1, previous: null, commit: main, generation: 1, errors: [], resources: [], owned: [] });
+    expect(r.profile).toEqual({
+      os: 'debian', osVersion: '12', osName: 'Debian GNU/Linux 12 (bookworm)', arch: expect.any(String), kernel: expect.any(String),
+      cpus: expect.any(Number), memoryBytes: expect.any(Number), packageManager: 'dpkg', initSystem: 'unknown', hostVersion: expect.any(String),
+    });
+    expect(r.inventory).toEqual({ packages: { curl: '7.88.1-10', nginx: '1.22.1-9' }, services: ['nginx.service'], declaredPaths: [{ id: 'file:/etc/motd', kind: 'file' }] });
+    expect(r.briefing.map((l: { check: string; ok: boolean }) => [l.check, l.ok])).toEqual([
+      ['token unexpired', true],
+      ['fleet reachable', true],
+      ['clock within 5 minutes of the git server', true],
+      ['package manager present', true],
+      ['root writable', true],
+      ['store recovered', true],
+    ]);
+    expect(r.briefing[5].detail).toBe('new store: reports/web-1 has no earlier report');
+
+    const run = await host(root, 'run', '--once');
+    expect(run.code, run.stderr).toBe(0);
+    expect(readFileSync(join(root, 'etc/motd'), 'utf8')).toBe('managed\n');
+    const all = await reports(fleet, 'web-1');
+    expect(all.map((x) => [x.report.sequence, x.report.kind, x.report.outcome])).toEqual([[1, 'enrolment', 'enrolled'], [2, 'reconcile', 'applied']]);
+    expect(all[1]!.report.previous).toBe(await sha256(all[0]!.text));
+    expect((await host(root, 'state')).body).toMatchObject({ state: 'enrolled', node: 'web-1', generation: 1, eligible: true, unsentReport: false });
+  });
+
+  it('a node with no package manager is adopted but ineligible: it applies nothing, and every report says why', async () => {
+    await fleet.commit({ 'nodes/db-1/base.yaml': 'resources:\n  - type: file\n    path: /etc/db.conf\n    content: "x\\n"\n' }, 'db-1');
+    const root = newMachine(join(fleet.dir, 'machines', 'db-1'));
+    const enrolled = await host(root, 'enrol', '--token-file', await token(fleet, 'db-1'));
+    expect(enrolled.code, enrolled.stderr).toBe(0);
+    expect(enrolled.body.outcome).toBe('ineligible');
+    expect(enrolled.body.briefing.filter((l: { ok: boolean }) => !l.ok)).toEqual([
+      { check: 'package manager present', ok: false, detail: `no dpkg database under ${root} (var/lib/dpkg/status is missing): mesh cannot manage packages here` },
+    ]);
+    const why = `ineligible: briefing check 'package manager present' failed: no dpkg database under ${root} (var/lib/dpkg/status is missing): mesh cannot manage packages here`;
+    expect(await lastReport(fleet, 'db-1')).toMatchObject({ kind: 'enrolment', outcome: 'ineligible', errors: [{ code: 'E_INELIGIBLE', message: why }] });
+
+    const before = snapshot(root);
+    for (let pass = 0; pass < 2; pass++) {
+      const run = await host(root, 'run', '--once');
+      expect(run.code, run.stderr).toBe(0);
+      expect(run.body).toMatchObject({ outcome: 'ineligible', resources: [], owned: [] });
+      expect(run.body.errors).toEqual([
+        { code: 'E_INELIGIBLE', message: why },
+        { code: 'E_NOT_ASSIGNABLE', message: 'nodes/db-1/ declares 1 resources, but db-1 is ineligible: none are applied' },
+      ]);
+    }
+    expect(snapshot(root)).toEqual(before);
+    expect(await lastReport(fleet, 'db-1')).toMatchObject({ kind: 'reconcile', outcome: 'ineligible' });
+    expect(await statusRow(fleet, 'db-1')).toMatchObject({ outcome: 'ineligible', signature: 'valid', errors: expect.arrayContaining([why]) });
+    const state = (await host(root, 'state')).body;
+    expect(state).toMatchObject({ state: 'enrolled', eligible: false });
+    expect(state.reason).toContain('ineligible (applies only an empty declaration): package manager present: no dpkg database');
+  });
+
+  it('the clock line fails when the local clock is more than 5 minutes off the git server', async () => {
+    const url = fleet.repoUrl;
+    expect(await clockLine(fleetHttp(), url, () => new Date())).toMatchObject({ ok: true, detail: expect.stringMatching(/^local clock [+-]\ds from the server's/) });
+    const skewed = await clockLine(fleetHttp(), url, () => new Date(Date.now() + 10 * 60_000));
+    expect(skewed).toMatchObject({ ok: false, detail: expect.stringMatching(/^local clock \+60\ds from the server's .*: set the clock/) });
+  });
+});
+
+describe('tokens', () => {
+  let fleet: TestFleet;
+  beforeAll(async () => {
+    fleet = await createFleet();
+  });
+  afterAll(async () => fleet?.close());
+
+  it('a token enrols one machine once: the same token is refused on another machine and on the same one', async () => {
+    const file = await token(fleet, 'app-1');
+    const copy = `${file}.copy`;
+    copyFileSync(file, copy);
+    const again = `${file}.again`;
+    copyFileSync(file, again);
+    const a = machine(fleet, 'app-1-a');
+    expect((await hostCmd(a, 'enrol', '--token-file', file)).code).toBe(0);
+
+    const b = machine(fleet, 'app-1-b');
+    const other = await hostCmd(b, 'enrol', '--token-file', copy);
+    expect(other.code).toBe(2);
+    expect(other.stderr).toMatch(/^mesh-host: this token \(generation 1\) was already used: reports\/app-1 holds report #1 of generation 1, made at \S+Z\. A token enrols one machine once; issue a new one with 'mesh-cli token issue app-1'\n$/);
+    expect(existsSync(join(b, 'etc/mesh-host/config.json'))).toBe(false);
+    expect(existsSync(copy)).toBe(true);
+
+    const same = await hostCmd(a, 'enrol', '--token-file', again);
+    expect(same.code).toBe(2);
+    expect(same.stderr).toContain('this machine is already enrolled as app-1 generation 1');
+    expect((await reports(fleet, 'app-1')).length).toBe(1);
+  });
+
+  it('an expired token is refused', async () => {
+    const file = await token(fleet, 'app-2', { expires: '1s' });
+    await sleep(1500);
+    const r = await hostCmd(machine(fleet, 'app-2'), 'enrol', '--token-file', file);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^mesh-host: the token for app-2 expired at \S+Z: issue a new one with 'mesh-cli token issue app-2'\n$/);
+  });
+
+  it('a token of an older generation is refused, and one not pushed yet says to push it', async () => {
+    const older = await token(fleet, 'app-3', { push: false });
+    const newer = await token(fleet, 'app-3');
+    const root = machine(fleet, 'app-3');
+    const r = await hostCmd(root, 'enrol', '--token-file', older);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("this token is for generation 1 of app-3, but nodes/app-3/node.yaml on main is at generation 2: a newer token was issued (or the node revoked) since, which revoked this one");
+
+    const unpushed = await token(fleet, 'app-4', { push: false });
+    const u = await hostCmd(machine(fleet, 'app-4'), 'enrol', '--token-file', unpushed);
+    expect(u.code).toBe(2);
+    expect(u.stderr).toContain('push the commit that issued the token (git push in the fleet checkout) and enrol again');
+    expect((await hostCmd(root, 'enrol', '--token-file', newer)).code).toBe(0);
+  });
+
+  it("the token's secret is never written to the fleet repo or printed by the host", async () => {
+    const file = await token(fleet, 'app-5');
+    const secret = readFileSync(file, 'utf8').split('\n').find((l) => /^ +[A-Za-z0-9+/]{40,}/.test(l))!.trim();
+    const enrolled = await hostCmd(machine(fleet, 'app-5'), 'enrol', '--token-file', file);
+    expect(enrolled.code).toBe(0);
+    await git(fleet.checkout, 'fetch', '--quiet', 'origin', '+refs/heads/reports/*:refs/remotes/origin/reports/*');
+    const everything = (await runProgram('git', ['log', '-p', '--all'], fleet.checkout)).stdout;
+    expect(everything).toContain('reports/app-5');
+    expect(everything).not.toContain(secret);
+    expect(enrolled.stdout + enrolled.stderr).not.toContain(secret);
+  });
+});
+
+describe('re-enrolment, retire and revoke', () => {
+  let fleet: TestFleet;
+  beforeAll(async () => {
+    fleet = await createFleet();
+  });
+  afterAll(async () => fleet?.close());
+
+  it("re-enrolment makes the old identity's reports revoked; the history of both stays readable and signers follows the new key", async () => {
+    const root = await fleet.enrol('web-1');
+    await fleet.commit({ 'nodes/web-1/base.yaml': 'resources:\n  - type: file\n    path: /etc/motd\n    content: "one\\n"\n' }, 'web-1');
+    expect((await hostCmd(root, 'run', '--once')).code).toBe(0);
+    expect(await statusRow(fleet, 'web-1')).toMatchObject({ signature: 'valid', outcome: 'applied' });
+
+    const file = await token(fleet, 'web-1');
+    expect(await statusRow(fleet, 'web-1')).toMatchObject({ signature: 'revoked', outcome: null, reason: 'signed by generation 1; node.yaml is at generation 2' });
+    const before = snapshot(root);
+    const stale = await hostCmd(root, 'run', '--once');
+    expect(stale.code).toBe(2);
+    expect(stale.stderr).toContain('this host holds generation 1 of web-1, but nodes/web-1/node.yaml is at generation 2: its identity was revoked');
+    expect(snapshot(root)).toEqual(before);
+
+    expect((await hostCmd(root, 'enrol', '--token-file', file)).code).toBe(0);
+    expect((await hostCmd(root, 'run', '--once')).code).toBe(0);
+    expect(await statusRow(fleet, 'web-1')).toMatchObject({ signature: 'valid', outcome: 'applied', generation: 2 });
+
+    const history = await reports(fleet, 'web-1');
+    expect(history.map((h) => [h.report.sequence, h.report.generation, h.report.kind])).toEqual([[1, 1, 'enrolment'], [2, 1, 'reconcile'], [3, 2, 'enrolment'], [4, 2, 'reconcile']]);
+    for (let i = 1; i < history.length; i++) expect(history[i]!.report.previous).toBe(await sha256(history[i - 1]!.text));
+    expect(history[2]!.report.nodeKey).not.toBe(history[1]!.report.nodeKey);
+
+    const signers = join(fleet.dir, 'allowed_signers');
+    const written = await cli(fleet.checkout, 'signers', '--out', signers);
+    expect(written.code, written.stderr).toBe(0);
+    expect(readFileSync(signers, 'utf8')).toBe(`# allowed_signers of the fleet's current node identities, written by mesh-cli signers\nweb-1 ${history[3]!.report.nodeKey.split(' ').slice(0, 2).join(' ')}\n`);
+    const verify = (rev: string) => gitIn(fleet.checkout, '-c', 'gpg.format=ssh', '-c', `gpg.ssh.allowedSignersFile=${signers}`, 'verify-commit', rev);
+    expect((await verify('origin/reports/web-1')).code).toBe(0);
+    expect((await verify(history[2]!.commit)).code).toBe(0);
+    expect((await verify(history[1]!.commit)).code).not.toBe(0);
+    const dir = mkdtempSync(join(tmpdir(), 'mesh-signers-'));
+    writeFileSync(join(dir, 'status.json'), history[3]!.text);
+    writeFileSync(join(dir, 'status.json.sig'), (await runProgram('git', ['cat-file', 'blob', `${history[3]!.commit}:status.json.sig`], fleet.checkout)).stdout);
+    const keygen = await runProgram('sh', ['-c', `ssh-keygen -Y verify -f ${signers} -I web-1 -n mesh-report -s status.json.sig < status.json`], dir);
+    expect(keygen.code, keygen.stderr).toBe(0);
+    rmSync(dir, { recursive: true });
+  });
+
+  it('retire empties the machine of everything mesh owns and nothing else, and status shows it retired', async () => {
+    const root = await fleet.enrol('old-1');
+    writeFileSync(join(root, 'etc/motd'), 'welcome\n', { mode: 0o640 });
+    writeFileSync(join(root, 'etc/hosts'), '127.0.0.1 localhost\n');
+    mkdirSync(join(root, 'srv/data'));
+    writeFileSync(join(root, 'srv/data/user.db'), 'the owner\'s data\n');
+    const before = snapshot(root);
+    await fleet.commit(
+      {
+        'nodes/old-1/base.yaml':
+          'resources:\n  - type: directory\n    path: /srv/app\n  - type: file\n    path: /srv/app/app.ini\n    content: "port=1\\n"\n' +
+          '  - type: file\n    path: /etc/motd\n    content: "managed\\n"\n    mode: "0644"\n  - type: directory\n    path: /srv/data\n    mode: "0700"\n',
+      },
+      'old-1',
+    );
+    expect((await hostCmd(root, 'run', '--once')).code).toBe(0);
+    expect(snapshot(root)).not.toEqual(before);
+
+    const retired = await cli(fleet.checkout, 'retire', 'old-1');
+    expect(retired.code, retired.stderr).toBe(0);
+    expect(retired.stdout).toMatch(/^retired old-1: committed [0-9a-f]{12} \(removed nodes\/old-1\/base\.yaml\)\n/);
+    expect(readFileSync(join(fleet.checkout, 'nodes/old-1/node.yaml'), 'utf8')).toContain('retired: true');
+    await git(fleet.checkout, 'push', '--quiet');
+
+    const run = await host(root, 'run', '--once');
+    expect(run.code, run.stderr).toBe(0);
+    expect(snapshot(root)).toEqual(before);
+    expect(run.body).toMatchObject({ outcome: 'retired', owned: [], errors: [] });
+    expect(run.body.resources.map((r: { id: string; result: string }) => `${r.result} ${r.id}`)).toEqual([
+      'restored directory:/srv/data',
+      'restored file:/etc/motd',
+      'removed file:/srv/app/app.ini',
+      'removed directory:/srv/app',
+    ]);
+    expect(await statusRow(fleet, 'old-1')).toMatchObject({ outcome: 'retired', signature: 'valid' });
+    expect((await host(root, 'state')).body).toMatchObject({ state: 'enrolled', owned: [] });
+  });
+
+  it('revoke bumps the generation without a token, names the credentials to revoke, and stops the old host', async () => {
+    const root = join(fleet.dir, 'machines', 'old-1');
+    const key = (await lastReport(fleet, 'old-1')).nodeKey.split(' ').slice(0, 2).join(' ');
+    const revoked = await cli(fleet.checkout, 'revoke', 'old-1');
+    expect(revoked.code, revoked.stderr).toBe(0);
+    const lines = revoked.stdout.split('\n');
+    expect(lines[0]).toMatch(/^revoked old-1: generation 2 \(no token\) committed as [0-9a-f]{12}; push it \(git push\) to make it take effect$/);
+    expect(lines[1]).toBe('revoke these per-node credentials at their providers; mesh cannot:');
+    expect(lines[2]).toBe(`  - the git credential old-1 pushes its reports with (refs/heads/reports/old-1 at ${fleet.repoUrl}; on the machine in /etc/mesh-host/credential.json): delete it at the git server or provider`);
+    expect(lines[3]).toContain(`the node key SHA256:`);
+    expect(lines[3]).toContain(key);
+    expect(lines[4]).toMatch(/every secret a declaration gave old-1/);
+    const identity = readFileSync(join(fleet.checkout, 'nodes/old-1/node.yaml'), 'utf8');
+    expect(identity).toMatch(/^generation: 2$/m);
+    expect(identity).not.toMatch(/^token:/m);
+    expect(identity).toMatch(/^previous:\n {2}- generation: 1\n {4}publicKey: ssh-ed25519 /m);
+    await git(fleet.checkout, 'push', '--quiet');
+
+    expect(await statusRow(fleet, 'old-1')).toMatchObject({ signature: 'revoked', outcome: null });
+    const stale = await hostCmd(root, 'run', '--once');
+    expect(stale.code).toBe(2);
+    expect(stale.stderr).toContain('its identity was revoked, so it applies and reports nothing more');
+    const signers = await cli(fleet.checkout, 'signers');
+    expect(signers.stdout).not.toContain(key);
+    expect(signers.stderr).toContain('old-1: left out, last report is revoked');
+  });
+});
+
+describe('store loss', () => {
+  let fleet: TestFleet;
+  beforeAll(async () => {
+    fleet = await createFleet();
+  });
+  afterAll(async () => fleet?.close());
+
+  it('a deleted store stops the host; re-enrolment recovers the owned set, and un-declaring a resource still removes it', async () => {
+    const root = await fleet.enrol('st-1');
+    writeFileSync(join(root, 'etc/pre.conf'), 'original\n');
+    await fleet.commit(
+      {
+        'nodes/st-1/base.yaml':
+          'resources:\n  - type: file\n    path: /etc/made.conf\n    content: "made\\n"\n  - type: file\n    path: /etc/pre.conf\n    content: "managed\\n"\n  - type: directory\n    path: /srv/made\n',
+      },
+      'st-1',
+    );
+    expect((await hostCmd(root, 'run', '--once')).code).toBe(0);
+    rmSync(join(root, 'var/lib/mesh-host/store.json'));
+
+    const before = snapshot(root);
+    const refused = await hostCmd(root, 'run', '--once');
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain(`the store ${root}/var/lib/mesh-host/store.json is missing, but this machine is enrolled as st-1: mesh-host will not start from an empty store`);
+    expect(snapshot(root)).toEqual(before);
+    expect((await host(root, 'state')).body.reason).toContain('is missing: the host applies nothing until it re-enrols');
+
+    const enrolled = await host(root, 'enrol', '--token-file', await token(fleet, 'st-1'));
+    expect(enrolled.code, enrolled.stderr).toBe(0);
+    const line = enrolled.body.briefing.find((l: { check: string }) => l.check === 'store recovered');
+    expect(line).toEqual({
+      check: 'store recovered',
+      ok: true,
+      detail: expect.stringMatching(
+        /^recovered 3 records from report #2 \(generation 1, \S+Z\); 1 existed before mesh took them over and the report holds no copy of them, so un-declaring them will leave them as they are$/,
+      ),
+    });
+    expect((await lastReport(fleet, 'st-1')).owned.map((o: { id: string }) => o.id)).toEqual(['file:/etc/made.conf', 'file:/etc/pre.conf', 'directory:/srv/made']);
+
+    await fleet.commit({ 'nodes/st-1/base.yaml': 'resources:\n  - type: directory\n    path: /srv/made\n' }, 'st-1: less');
+    const run = await host(root, 'run', '--once');
+    expect(run.code, run.stderr).toBe(0);
+    expect(existsSync(join(root, 'etc/made.conf'))).toBe(false);
+    expect(readFileSync(join(root, 'etc/pre.conf'), 'utf8')).toBe('managed\n');
+    expect(run.body.resources).toEqual([
+      { id: 'directory:/srv/made', result: 'unchanged' },
+      { id: 'file:/etc/made.conf', result: 'removed' },
+      { id: 'file:/etc/pre.conf', result: 'released', changes: ['left as it is: it existed before mesh took it over, and the store it was recovered from held no copy of what was there'] },
+    ]);
+    expect(run.body.owned.map((o: { id: string }) => o.id)).toEqual(['directory:/srv/made']);
+  });
+});
+
+describe('disconnected', () => {
+  it('with the server stopped the host keeps correcting drift, and pushes its backlog once the server is back', async () => {
+    const fleet = await createFleet();
+    try {
+      const root = await fleet.enrol('dc-1');
+      const commit = await fleet.commit({ 'nodes/dc-1/base.yaml': 'resources:\n  - type: file\n    path: /etc/app.conf\n    content: "v1\\n"\n' }, 'dc-1');
+      expect((await hostCmd(root, 'run', '--once')).code).toBe(0);
+      const port = new URL(fleet.server.url).port;
+      await fleet.server.stop();
+
+      writeFileSync(join(root, 'etc/app.conf'), 'tampered\n');
+      const down = await host(root, 'run', '--once');
+      expect(down.code).toBe(1);
+      expect(down.body).toMatchObject({ outcome: 'applied', commit, delivery: 'kept', sent: false, disconnected: expect.stringMatching(/^cannot poll the fleet repo at /) });
+      expect(readFileSync(join(root, 'etc/app.conf'), 'utf8')).toBe('v1\n');
+      const state = (await host(root, 'state')).body;
+      expect(state).toMatchObject({ state: 'disconnected', unsentReport: true });
+      expect(state.reason).toMatch(/^last successful contact with the fleet at \S+Z; error at \S+Z: cannot poll the fleet repo at .*; reconciling the last fetched declaration; a report is waiting to be pushed$/);
+
+      fleet.server = await startServer(fleet.server.data, Number(port));
+      const up = await host(root, 'run', '--once');
+      expect(up.code, up.stderr).toBe(0);
+      expect((await host(root, 'state')).body).toMatchObject({ state: 'enrolled', unsentReport: false });
+      const history = await reports(fleet, 'dc-1');
+      const offline = history.find((h) => h.report.sequence === down.body.sequence)!;
+      expect(offline.report.resources).toEqual([{ id: 'file:/etc/app.conf', result: 'updated', changes: ['content differs'], drift: true }]);
+      expect(history.at(-1)!.report.sequence).toBe(up.body.sequence);
+      for (let i = 1; i < history.length; i++) expect(history[i]!.report.previous).toBe(await sha256(history[i - 1]!.text));
+    } finally {
+      await fleet.close();
+    }
+  });
+});
+
+describe('the first node', () => {
+  it('a hosted machine applies a local bundle, then enrols and keeps what the bundle gave it', async () => {
+    const fleet = await createFleet();
+    try {
+      const root = machine(fleet, 'first');
+      expect((await host(root, 'state')).body).toMatchObject({ state: 'unmanaged' });
+      const bundle = join(fleet.dir, 'bundle');
+      mkdirSync(bundle);
+      const base = 'resources:\n  - type: directory\n    path: /srv/git\n  - type: file\n    path: /etc/mesh-serve.conf\n    content: "data=/srv/git\\n"\n';
+      writeFileSync(join(bundle, 'base.yaml'), base);
+      const applied = await host(root, 'apply', '--bundle', bundle);
+      expect(applied.code, applied.stderr).toBe(0);
+      expect(applied.body).toMatchObject({ outcome: 'applied', commit: null });
+      expect(readFileSync(join(root, 'etc/mesh-serve.conf'), 'utf8')).toBe('data=/srv/git\n');
+      const hosted = (await host(root, 'state')).body;
+      expect(hosted).toMatchObject({ state: 'hosted', owned: [{ id: 'directory:/srv/git' }, { id: 'file:/etc/mesh-serve.conf' }] });
+
+      await fleet.commit({ 'nodes/first/base.yaml': base }, 'first: what its bundle applied');
+      const enrolled = await host(root, 'enrol', '--token-file', await token(fleet, 'first'));
+      expect(enrolled.code, enrolled.stderr).toBe(0);
+      expect(enrolled.body.briefing.find((l: { check: string }) => l.check === 'store recovered').detail).toBe('kept the existing store (2 records)');
+      expect((await host(root, 'state')).body).toMatchObject({ state: 'enrolled', node: 'first' });
+      const run = await host(root, 'run', '--once');
+      expect(run.code, run.stderr).toBe(0);
+      expect(run.body.resources.map((r: { result: string }) => r.result)).toEqual(['unchanged', 'unchanged']);
+      expect(run.body.owned.map((o: { id: string }) => o.id)).toEqual(['directory:/srv/git', 'file:/etc/mesh-serve.conf']);
+    } finally {
+      await fleet.close();
+    }
+  });
+});
