@@ -100,7 +100,7 @@ export async function createFleet(): Promise<TestFleet> {
   if (init.code !== 0) throw new Error(init.stderr);
   await git(checkout, 'remote', 'add', 'origin', repoUrl);
   await git(checkout, 'push', '--quiet', '-u', 'origin', 'main');
-  return {
+  const fleet: TestFleet = {
     dir,
     checkout,
     server,
@@ -133,8 +133,9 @@ export async function createFleet(): Promise<TestFleet> {
       return git(checkout, 'rev-parse', 'HEAD');
     },
     async close() {
-      await this.server.stop(); // the server a test restarted, not only the first one
+      await fleet.server.stop(); // the server a test restarted, not only the first one
       rmSync(dir, { recursive: true, force: true });
     },
   };
+  return fleet;
 }
