@@ -14,6 +14,7 @@ import { applyBundle } from './commands/apply.js';
 import { enrol } from './commands/enrol.js';
 import { run } from './commands/run.js';
 import { selfTest } from './commands/self-test.js';
+import { rollback } from './commands/rollback.js';
 import { describeState } from './commands/state.js';
 import { printPass, printBody, printState, printSelfTest } from './output.js';
 
@@ -41,7 +42,7 @@ withRoot(program.command('run').description('the reconcile loop'))
     const stop = new AbortController();
     for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => stop.abort());
     const last = await run(context(o.root), log, { once: Boolean(o.once), intervalMs: o.interval, heartbeatMs: o.heartbeat, onPass: (p) => printPass(p, Boolean(o.json)) }, stop.signal);
-    if (o.once && last && (last.report.outcome === 'failed' || !last.sent || last.disconnected)) process.exitCode = 1;
+    if (o.once && last && (last.report.outcome === 'failed' || last.report.outcome === 'untrusted' || !last.sent || last.disconnected)) process.exitCode = 1;
   });
 
 withRoot(program.command('apply').description('one pass from a local folder of declaration files (no git, no report)'))
@@ -60,6 +61,12 @@ withRoot(program.command('self-test').description('the smoke run made before a n
   const result = await selfTest(o.root);
   printSelfTest(result, Boolean(o.json));
   if (result.checks.some((c) => !c.ok)) process.exitCode = 1;
+});
+
+withRoot(program.command('rollback').description('put the last good host version back (run by mesh-host-rollback.service)')).action(async (o: { root: string; json?: boolean }) => {
+  const result = await rollback(context(o.root), process.env);
+  console.log(o.json ? JSON.stringify(result) : result.message);
+  if (!result.rolledBack) process.exitCode = 1;
 });
 
 /** "60s", "5m", "1h", "500ms" or plain seconds. */

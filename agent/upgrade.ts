@@ -1,0 +1,168 @@
+/**
+ * The host upgrading itself through its own declaration. The engine calls in at three points:
+ *
+ *   before the `package` step of the host's own package: refuse a version that was rejected on
+ *     this machine (failed its self-test, or was rolled back), so that it is not installed again;
+ *   after that step installed a version: run the NEW binary once (`self-test`) before anything
+ *     else. If it does not exit 0 naming the version installed, the line fails with its output,
+ *     the previous version is put back (the supervisor must never start a binary that cannot run)
+ *     and this process carries on. If it passes, the upgrade is pending;
+ *   after each pass of the loop: a pending upgrade makes this process exit cleanly once its report
+ *     is made, and the supervisor (systemd, Restart=always) starts the new binary. The host never
+ *     asks the service manager to restart it: stopping a unit from inside it is not safe.
+ *
+ * Rollback, and why this design: a new version is only trusted after it completed a pass whose
+ * report reached the fleet; then it marks itself the last good version and keeps its own bundle
+ * and .deb (upgrade-state.ts). A version that passed the smoke run but cannot stay up is caught
+ * by the service manager, not by its own code, because broken code cannot be relied on to notice:
+ * a crash loop hits the unit's start limit, and a hang (no pass completed within the probation,
+ * MESH_HOST_PROBATION, default 15m) exits PROBATION_EXIT, which the unit does not restart. The
+ * unit then fails, and OnFailure= runs `mesh-host rollback` from the LAST GOOD bundle (commands/
+ * rollback.ts), which reinstalls that version without needing the broken one or the repository,
+ * and rejects the bad version so that the next pass does not install it again; that pass's
+ * report says so on the package's line. A pass that completes without reaching the fleet re-arms
+ * the probation: a fleet outage during an upgrade is not a reason to roll back.
+ */
+import { existsSync } from 'node:fs';
+import { MeshError, messageOf } from './errors.js';
+import type { Logger } from './log.js';
+import { hostPaths, underRoot } from './paths.js';
+import type { Step } from './plan.js';
+import type { PassResult } from './reconcile.js';
+import { queryInstalled, type Installed } from './resources/apt.js';
+import type { Observed, ResourceContext } from './resources/handler.js';
+import { removePackage } from './resources/package.js';
+import { BUNDLE, hostPackageName, keepLastGood, readUpgradeState, reinstallHost, updateUpgradeState } from './upgrade-state.js';
+import type { ResourceResult } from '../schema/report.js';
+import type { PackageResource } from '../schema/declaration.js';
+import { HOST_VERSION } from './version.js';
+
+/** Exit status of a new version that completed no pass within its probation; the unit's RestartPreventExitStatus. */
+export const PROBATION_EXIT = 69;
+
+/** Refuse the host's own package at a version rejected on this machine (throws; the engine fails the line). */
+export function refuseRejectedHost(step: Step, ctx: ResourceContext): void {
+  const r = hostPackageStep(step, ctx);
+  if (!r?.version) return;
+  const { rejected, lastGood } = readUpgradeState(hostPaths(ctx.root));
+  if (rejected?.version !== r.version) return;
+  throw new MeshError('E_HOST_REJECTED', `${r.name} ${r.version} is refused on this machine since ${rejected.at}: ${rejected.reason}\ndeclare another version${lastGood ? ` (${lastGood.version} is the last good one)` : ''}; declaring ${r.version} again after another one tries it again`);
+}
+
+/** After the host's own package was installed: smoke-test the new binary; on failure put the previous version back and throw. */
+export async function smokeTestHost(step: Step, line: ResourceResult, before: Observed, ctx: ResourceContext): Promise<ResourceResult> {
+  const r = hostPackageStep(step, ctx);
+  if (!r || (line.result !== 'created' && line.result !== 'updated')) return line;
+  const paths = hostPaths(ctx.root);
+  const installed = (await queryInstalled(ctx, r.name))?.version ?? '?';
+  const smoke = await selfTest(ctx, installed);
+  const at = ctx.now().toISOString();
+  if (smoke.ok && installed === HOST_VERSION) return { ...line, changes: [...(line.changes ?? []), `self-test of ${r.name} ${installed} passed`] };
+  if (smoke.ok) {
+    updateUpgradeState(paths, (s) => {
+      s.pending = { from: HOST_VERSION, to: installed, at };
+      delete s.rejected;
+    });
+    return { ...line, changes: [...(line.changes ?? []), `self-test of ${r.name} ${installed} passed: this host (${HOST_VERSION}) exits after this pass's report and the supervisor starts ${installed}`] };
+  }
+  updateUpgradeState(paths, (s) => {
+    s.rejected = { version: installed, reason: `its self-test failed:\n${smoke.output}`, at };
+  });
+  const previous = (before as Installed | null)?.version;
+  let restored: string;
+  try {
+    if (previous) await reinstallHost(ctx, paths, r.name, previous);
+    else await removePackage(ctx, r.name);
+    restored = previous ? `${previous} was put back` : `${r.name} was removed again`;
+  } catch (e) {
+    restored = `putting the previous version back FAILED, so the supervisor would start the broken binary: a person must act (${messageOf(e)})`;
+  }
+  throw new MeshError('E_SELF_TEST', `the new host binary ${r.name} ${installed} failed its self-test, so it does not take over: this host (${HOST_VERSION}) keeps running and ${restored}\n${smoke.output}`, { data: { installed, previous } });
+}
+
+/** Run `node BUNDLE self-test --json` of the binary now installed under the root: it must exit 0 and say `version`. */
+async function selfTest(ctx: ResourceContext, version: string): Promise<{ ok: boolean; output: string }> {
+  const r = await ctx.exec(process.execPath, [underRoot(ctx.root, BUNDLE), 'self-test', '--root', ctx.root, '--json'], { timeoutMs: 120_000 });
+  const head = `  $ node ${BUNDLE} self-test --json  (exit ${r.code})`;
+  try {
+    const said = JSON.parse(r.stdout.trim().split('\n').pop() ?? '') as { version: string; checks: Array<{ check: string; ok: boolean; detail: string }> };
+    const failed = said.checks.filter((c) => !c.ok).map((c) => `  FAIL ${c.check}: ${c.detail}`);
+    const wrong = said.version === version ? [] : [`  it says it is version ${said.version}, but the package installed ${version}`];
+    return { ok: r.code === 0 && failed.length === 0 && wrong.length === 0, output: [head, ...failed, ...wrong].join('\n') };
+  } catch {
+    // What node said, without its stack frames: the message and the place are what a person needs.
+    const tail = `${r.stdout}\n${r.stderr}`.split('\n').filter((l) => l.trim() !== '' && !/^\s+at |^Node\.js v/.test(l)).slice(-6);
+    return { ok: false, output: [head, ...tail.map((l) => `  ${l}`)].join('\n') };
+  }
+}
+
+/** The declared `package` step of the host's own package, when `step` installs or changes it. */
+function hostPackageStep(step: Step, ctx: ResourceContext): PackageResource | null {
+  if (step.action !== 'change' || step.resource.type !== 'package' || step.resource.ensure === 'absent') return null;
+  return step.resource.name === hostPackageName(hostPaths(ctx.root)) ? step.resource : null;
+}
+
+export interface UpgradeWatch {
+  /** After each pass: marks this version good once a report reached the fleet; true when the host must exit for the supervisor to start its new version. */
+  passed(pass: PassResult): Promise<boolean>;
+}
+
+/** Watch the reconcile loop for upgrades: arms the probation when this version was just installed and has not proven itself. */
+export function watchUpgrade(ctx: ResourceContext, log: Logger, loop: boolean): UpgradeWatch {
+  const paths = hostPaths(ctx.root);
+  const probationMs = parseProbation(process.env.MESH_HOST_PROBATION);
+  let probation: NodeJS.Timeout | undefined;
+  const arm = () => {
+    clearTimeout(probation);
+    // Unref'd: it must never keep a stopping host alive; a host waiting on the network is kept alive by its socket.
+    probation = setTimeout(() => {
+      log.fatal({ version: HOST_VERSION, probationMs }, 'this new host version completed no pass within its probation: exiting for rollback');
+      process.exit(PROBATION_EXIT);
+    }, probationMs).unref();
+  };
+  if (loop && safely(() => readUpgradeState(paths).pending?.to === HOST_VERSION, false, log)) arm();
+  return {
+    async passed(pass) {
+      if (probation) arm();
+      try {
+        const name = hostPackageName(paths);
+        const { lastGood, pending: proving } = readUpgradeState(paths);
+        const unproven = lastGood?.version !== HOST_VERSION || proving?.to === HOST_VERSION;
+        if (pass.sent && unproven && (await installedIsMe(ctx, name))) {
+          const problem = await keepLastGood(ctx, paths, name, HOST_VERSION);
+          clearTimeout(probation);
+          probation = undefined;
+          log.info({ version: HOST_VERSION, ...(problem ? { problem } : {}) }, `${name} ${HOST_VERSION} completed a pass and a report: it is the last good version`);
+        }
+        const pending = readUpgradeState(paths).pending;
+        if (pending?.from !== HOST_VERSION || pending.to === HOST_VERSION) return false;
+        log.info({ from: pending.from, to: pending.to }, `exiting so that the supervisor starts ${name} ${pending.to}`);
+        return true;
+      } catch (e) {
+        log.error({ err: messageOf(e) }, 'cannot keep the upgrade record');
+        return false;
+      }
+    },
+  };
+}
+
+/** Whether the root's dpkg has the host package installed at this process's own version. */
+async function installedIsMe(ctx: ResourceContext, name: string): Promise<boolean> {
+  if (!existsSync(underRoot(ctx.root, `/var/lib/dpkg/info/${name}.list`))) return false;
+  const now = await queryInstalled(ctx, name);
+  return now?.version === HOST_VERSION && now.status === 'installed';
+}
+
+function parseProbation(text: string | undefined): number {
+  const m = /^(\d+)(ms|s|m|h)?$/.exec(text?.trim() ?? '');
+  return m ? Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] ?? 's']! : 15 * 60_000;
+}
+
+function safely<T>(fn: () => T, fallback: T, log: Logger): T {
+  try {
+    return fn();
+  } catch (e) {
+    log.error({ err: messageOf(e) }, 'cannot read the upgrade record');
+    return fallback;
+  }
+}
