@@ -1,14 +1,30 @@
-/** Crash-safe writes: temporary file, fsync, rename, fsync of the directory. */
-import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, writeFileSync } from 'node:fs';
+/**
+ * Crash-safe writes: temporary file, fsync, rename, fsync of the directory. The temporary
+ * file has a fixed name next to its target (one host per root, see lock.ts), so the next write
+ * of that path clears what a crash left; it is created with O_EXCL, so it never follows a link.
+ */
+import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import { crashNow, faultDue } from './fault.js';
 
 /** Replace `path` with `data` so that a crash leaves either the old or the new file, never a torn one. */
 export function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o644): void {
   const dir = dirname(path);
   mkdirSync(dir, { recursive: true });
-  const tmp = join(dir, `.${basename(path)}.${process.pid}.tmp`);
-  const fd = openSync(tmp, 'w', mode);
+  const tmp = join(dir, `.${basename(path)}.mesh-tmp`);
   try {
+    unlinkSync(tmp);
+  } catch {
+    // none left behind
+  }
+  const fd = openSync(tmp, 'wx', mode);
+  try {
+    if (faultDue('mid-write')) {
+      const bytes = typeof data === 'string' ? Buffer.from(data) : data;
+      writeSync(fd, bytes, 0, Math.floor(bytes.length / 2));
+      fsyncSync(fd);
+      crashNow();
+    }
     writeFileSync(fd, data);
     fsyncSync(fd);
   } finally {

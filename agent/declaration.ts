@@ -15,6 +15,10 @@ export interface TreeReader {
   list(dir: string): Promise<string[] | null>;
   /** Text of the file at `path`; null when it does not exist. */
   read(path: string): Promise<string | null>;
+  /** Optional cache: `node`'s declaration as loaded earlier from files that still read the same, or null. */
+  cached?(node: string): Promise<Declaration | null>;
+  /** Optional cache: keep `declaration`, loaded from what was read since `cached` answered null. */
+  remember?(declaration: Declaration): void;
 }
 
 export interface Declaration {
@@ -35,6 +39,15 @@ export function nodeDir(node: string): string {
 
 /** Load, validate and resolve `node`'s declaration. A missing folder is an empty declaration. */
 export async function loadDeclaration(tree: TreeReader, node: string): Promise<DeclarationResult> {
+  // Parsing is most of a no-op pass: a reader that keeps a cache may answer without it.
+  const hit = await tree.cached?.(node);
+  if (hit) return { ok: true, declaration: hit };
+  const result = await parseDeclaration(tree, node);
+  if (result.ok) tree.remember?.(result.declaration);
+  return result;
+}
+
+async function parseDeclaration(tree: TreeReader, node: string): Promise<DeclarationResult> {
   const dir = nodeDir(node);
   const names = ((await tree.list(dir)) ?? []).filter((n) => /\.ya?ml$/.test(n) && n !== 'node.yaml').sort();
   const problems: Problem[] = [];
@@ -78,13 +91,14 @@ export async function loadDeclaration(tree: TreeReader, node: string): Promise<D
 }
 
 function duplicates(placed: Array<{ resource: Resource; file: string; text: string; path: (string | number)[] }>): Problem[] {
-  const seen = new Map<string, string>();
+  // Positions are looked up only for duplicates: positionIn parses the whole file each time.
+  const seen = new Map<string, (typeof placed)[number]>();
   const problems: Problem[] = [];
   for (const p of placed) {
     const id = resourceId(p.resource);
     const first = seen.get(id);
-    if (first) problems.push({ file: p.file, ...positionIn(p.text, p.path), message: `${id} is declared twice (first in ${first}); each resource may be declared once` });
-    else seen.set(id, `${p.file}:${positionIn(p.text, p.path).line}`);
+    if (first) problems.push({ file: p.file, ...positionIn(p.text, p.path), message: `${id} is declared twice (first in ${first.file}:${positionIn(first.text, first.path).line}); each resource may be declared once` });
+    else seen.set(id, p);
   }
   return problems;
 }

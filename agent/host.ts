@@ -1,15 +1,19 @@
 /**
  * A host assembled from its root: config, node key, store and fleet repo. Only the
  * command entry points call `openHost`; everything below them receives these objects.
+ * Opening a host takes the root's lock (one host process per root, see lock.ts) and starts
+ * a new pass for the per-pass caches. The git client is loaded only here, on demand, so that
+ * commands that never touch git (`apply --bundle`) do not pay for loading it.
  */
 import type { KeyObject } from 'node:crypto';
 import { MeshError } from './errors.js';
 import { readConfig, readCredential, readNodeKey, type HostConfig } from './config.js';
-import { fleetHttp } from './fleet/http.js';
-import { openFleetRepo, type FleetRepo } from './fleet/git.js';
+import type { FleetRepo } from './fleet/git.js';
+import { acquireLock } from './lock.js';
 import type { Logger } from './log.js';
 import { hostPaths, type HostPaths } from './paths.js';
 import type { ResourceContext } from './resources/handler.js';
+import { startPass } from './resources/node.js';
 import { Store } from './store.js';
 
 export interface Host {
@@ -31,7 +35,10 @@ export async function openHost(ctx: ResourceContext, log: Logger): Promise<Host>
       next: 'human',
     });
   }
+  acquireLock(paths);
+  startPass();
   const store = Store.open(paths.store);
+  const [{ openFleetRepo }, { fleetHttp }] = await Promise.all([import('./fleet/git.js'), import('./fleet/http.js')]);
   const repo = await openFleetRepo(paths.gitdir, config.url, fleetHttp({ credential: readCredential(paths) }));
   return { paths, config, key: readNodeKey(paths), store, repo, ctx, log };
 }

@@ -15,10 +15,12 @@ export type Step =
 
 /** Declared resources in order, then owned resources no longer declared in reverse order of ownership. */
 export function plan(desired: Resource[], owned: OwnedRecord[], observed: Map<string, Observed>, diff: (r: Resource, o: Observed) => string[]): Step[] {
+  const byId = new Map<string, OwnedRecord>();
+  for (const r of owned) if (!byId.has(r.id)) byId.set(r.id, r);
   const steps: Step[] = desired.map((resource) => {
     const id = resourceId(resource);
     const now = observed.get(id) ?? null;
-    const record = owned.find((r) => r.id === id);
+    const record = byId.get(id);
     const changes = diff(resource, now);
     if (changes.length === 0) return { action: 'keep', id, resource, adopt: record?.state !== 'verified' || !isDeepStrictEqual(record.resource, resource) };
     const drift = record?.state === 'verified' && isDeepStrictEqual(record.resource, resource);

@@ -1,11 +1,16 @@
 /**
  * One reconcile pass, in the order a newcomer should read it:
  *
- *   contact → assign → load → observe → plan → apply → record → report
+ *   contact → trust → assign → load → observe → plan → apply → record → report
  *
  * contact: ask the server for the tip of main (one small protocol-v2 request) and fetch only
  *   when it moved. If the server cannot be reached the host is disconnected: it keeps
- *   reconciling the last declaration it fetched and keeps its report to send later.
+ *   reconciling the last declaration it fetched and keeps its report to send later. A server
+ *   that refuses the host's credential (HTTP 401) has revoked it: the host stops and says so.
+ * trust: before anything is read from the tip, check it (trust-gate.ts, trust.ts): signed by a
+ *   key the host trusts, and descending from the last commit it accepted. A refused tip is
+ *   reported `untrusted` (with the commit and its signer), and the pass reconciles the last
+ *   accepted commit instead, so drift is corrected but nothing of the refused commit is used.
  * assign: read nodes/<node>/node.yaml at that commit. A generation other than the host's own
  *   means its identity was revoked: it stops and says so. A retired node, and a node whose
  *   briefing failed at enrolment (ineligible), get the empty declaration instead of theirs:
@@ -30,6 +35,7 @@ import { MeshError, messageOf } from './errors.js';
 import type { Host } from './host.js';
 import { plan, type Step } from './plan.js';
 import { buildReport, recordReport, sameAsLast, sendReports, type ReportBody } from './report.js';
+import { credentialRefused, nothingApplied, sealed, trustStage } from './trust-gate.js';
 import { handlerFor } from './resources/index.js';
 import type { Store } from './store.js';
 
@@ -55,10 +61,16 @@ const EMPTY: TreeReader = { list: async () => null, read: async () => null };
 /** Run one pass for an enrolled host. */
 export async function reconcile(host: Host, opts: { heartbeatMs: number }): Promise<PassResult> {
   if (host.store.fresh) throw storeLost(host);
-  const { commit, disconnected } = await contact(host);
-  const assignment = await assign(host, host.repo.tree(commit));
-  const body = labelled(assignment, await applyDeclaration(host, assignment.tree, commit));
-  if (body.outcome === 'applied' || body.outcome === 'retired') {
+  const { commit: tip, disconnected } = await contact(host);
+  const gate = await trustStage(host, tip);
+  const commit = gate.commit;
+  let body = nothingApplied(gate);
+  if (commit !== null) {
+    const assignment = await assign(host, host.repo.tree(commit));
+    body = labelled(assignment, await applyDeclaration(host, assignment.tree, commit));
+  }
+  body = sealed(gate, body);
+  if (commit !== null && (body.outcome === 'applied' || body.outcome === 'retired')) {
     host.store.data.lastApplied = { commit, digest: body.digest ?? '', at: host.ctx.now().toISOString() };
   }
   host.store.save();
@@ -76,6 +88,8 @@ async function contact(host: Host): Promise<{ commit: string; disconnected?: str
     host.store.data.lastError = null;
     return { commit };
   } catch (e) {
+    const refused = credentialRefused(e, host.config.node);
+    if (refused) throw refused;
     if (!(e instanceof MeshError) || e.next === 'human') throw e;
     host.store.data.lastError = { at: host.ctx.now().toISOString(), message: messageOf(e) };
     host.store.save();

@@ -13,7 +13,7 @@ import { gitSigner, signSsh } from './sign/sshsig.js';
 import type { Store } from './store.js';
 import { HOST_VERSION } from './version.js';
 
-export type ReportBody = Pick<Report, 'kind' | 'commit' | 'digest' | 'outcome' | 'errors' | 'resources'> & Partial<Pick<Report, 'counts' | 'profile' | 'inventory' | 'briefing'>>;
+export type ReportBody = Pick<Report, 'kind' | 'commit' | 'digest' | 'outcome' | 'errors' | 'resources'> & Partial<Pick<Report, 'counts' | 'profile' | 'inventory' | 'briefing' | 'signer' | 'trust' | 'lastApplied'>>;
 
 /** The full report for this pass, chained to the previous one in the store. */
 export function buildReport(config: HostConfig, store: Store, body: ReportBody, now: Date): Report {

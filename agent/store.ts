@@ -1,81 +1,105 @@
 /**
  * The store: the host's record of what it owns, written after each resource is verified
- * (and as an intent before each change, so a crash mid-change is never an orphan). It is
- * rewritten atomically; a store that exists but cannot be read stops the host rather than
- * letting it start from empty and forget what it owns.
+ * (and as an intent before each change, so a crash mid-change is never an orphan). A store
+ * that exists but cannot be read stops the host rather than letting it start from empty and
+ * forget what it owns.
+ *
+ * On disk it is a snapshot, store.json (store-snapshot.ts, rewritten atomically by `save`),
+ * and a journal, store.json.journal (store-journal.ts): one JSON line per record put or dropped
+ * since that snapshot, so that recording a resource costs one short append instead of
+ * rewriting every record. An intent or a drop is fsynced before `put`/`drop` returns, because
+ * the change after an intent must never be an orphan. A verified record is appended without
+ * waiting for the disk: if a power cut loses it, the record is still an intent, and the next
+ * pass reads the resource back and verifies it again. Each journal line names the snapshot it
+ * follows (`epoch`), so lines already folded into a newer snapshot are never applied twice.
  */
-import { existsSync, readFileSync } from 'node:fs';
-import * as z from 'zod';
-import { OwnedRecord } from '../schema/report.js';
-import { writeFileAtomic } from './atomic.js';
-import { MeshError } from './errors.js';
+import type { OwnedRecord } from '../schema/report.js';
+import { crashNow, faultDue } from './fault.js';
+import { Journal, type Entry } from './store-journal.js';
+import { emptyStore, readSnapshot, writeSnapshot, type StoreData } from './store-snapshot.js';
 
-const StoreFile = z.strictObject({
-  format: z.literal(1),
-  owned: z.array(OwnedRecord),
-  lastApplied: z.strictObject({ commit: z.string(), digest: z.string(), at: z.string() }).nullable(),
-  lastContact: z.strictObject({ at: z.string(), commit: z.string() }).nullable(),
-  lastError: z.strictObject({ at: z.string(), message: z.string() }).nullable(),
-  /** The last report made: its chain position, what it said (for heartbeats) and whether it reached the server. */
-  report: z.strictObject({ sequence: z.number().int(), hash: z.string().nullable(), contentHash: z.string().nullable(), at: z.string().nullable(), pushed: z.boolean() }),
-});
-export type StoreData = z.infer<typeof StoreFile>;
-
-export function emptyStore(): StoreData {
-  return { format: 1, owned: [], lastApplied: null, lastContact: null, lastError: null, report: { sequence: 0, hash: null, contentHash: null, at: null, pushed: true } };
-}
+export { emptyStore, type StoreData };
 
 export class Store {
+  private index = new Map<string, number>();
+  private indexed: OwnedRecord[] | null = null;
+
   private constructor(
     readonly path: string,
     public data: StoreData,
-    /** True when no store file existed: a new machine, or one whose store was lost. */
+    /** True when no store existed: a new machine, or one whose store was lost. */
     readonly fresh: boolean,
+    private readonly journal: Journal,
   ) {}
 
   /** Open the store at `path`; a missing file is a fresh store, an unreadable one is an error a person must look at. */
   static open(path: string): Store {
-    if (!existsSync(path)) return new Store(path, emptyStore(), true);
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(readFileSync(path, 'utf8'));
-    } catch (e) {
-      throw corrupt(path, e instanceof Error ? e.message : String(e));
-    }
-    const result = StoreFile.safeParse(parsed);
-    if (!result.success) throw corrupt(path, result.error.issues[0]?.message ?? 'unexpected shape');
-    return new Store(path, result.data, false);
+    const snapshot = readSnapshot(path);
+    const journal = new Journal(`${path}.journal`);
+    const epoch = snapshot?.epoch ?? 0;
+    const replay = journal.entries().filter((e) => e.epoch === epoch);
+    // Without a snapshot, lines of epoch 0 are a first pass that stopped before its first save: not a lost store.
+    const store = new Store(path, snapshot ?? emptyStore(), snapshot === null && replay.length === 0, journal);
+    for (const entry of replay) store.applyEntry(entry);
+    return store;
   }
 
-  /** Write the store durably (temp file, fsync, rename, directory fsync). */
+  /** Write the store durably, folding the journal into a new snapshot. */
   save(): void {
-    writeFileAtomic(this.path, JSON.stringify(this.data, null, 1) + '\n', 0o600);
+    this.data.epoch = (this.data.epoch ?? 0) + 1;
+    writeSnapshot(this.path, this.data);
+    this.journal.clear();
+  }
+
+  /** Whether the journal holds records not yet in the snapshot (a no-op pass adds none, and need not save). */
+  journaled(): boolean {
+    return this.journal.appended;
   }
 
   owned(id: string): OwnedRecord | undefined {
-    return this.data.owned.find((r) => r.id === id);
+    const i = this.find(id);
+    return i < 0 ? undefined : this.data.owned[i];
   }
 
-  /** Insert or replace the record for `record.id`, keeping declared order for new records, and save. */
+  /** Insert or replace the record for `record.id`, keeping declared order for new records, and record it. */
   put(record: OwnedRecord): void {
-    const i = this.data.owned.findIndex((r) => r.id === record.id);
-    if (i >= 0) this.data.owned[i] = record;
-    else this.data.owned.push(record);
-    this.save();
+    this.journal.add({ epoch: this.data.epoch ?? 0, put: record }, record.state === 'intent');
+    this.applyEntry({ epoch: 0, put: record });
+    if (faultDue(record.state === 'intent' ? 'after-intent' : 'after-change')) crashNow();
   }
 
-  /** Forget `id` (after its removal was verified) and save. */
+  /** Forget `id` (after its removal was verified) and record it. */
   drop(id: string): void {
-    this.data.owned = this.data.owned.filter((r) => r.id !== id);
-    this.save();
+    this.journal.add({ epoch: this.data.epoch ?? 0, drop: id }, true);
+    this.applyEntry({ epoch: 0, drop: id });
+    if (faultDue('after-drop')) crashNow();
   }
-}
 
-function corrupt(path: string, why: string): MeshError {
-  return new MeshError(
-    'E_STORE_UNREADABLE',
-    `the store ${path} cannot be read (${why}). mesh-host will not change anything until a person looks: ` +
-      `restore the file from backup, or move it away and re-enrol so the owned set is recovered from the last report`,
-    { next: 'human', data: { path } },
-  );
+  private applyEntry(entry: Entry): void {
+    const id = 'put' in entry ? entry.put.id : entry.drop;
+    const i = this.find(id);
+    if ('put' in entry) {
+      if (i >= 0) this.data.owned[i] = entry.put;
+      else this.index.set(id, this.data.owned.push(entry.put) - 1);
+    } else if (i >= 0) {
+      this.data.owned.splice(i, 1);
+      this.indexed = null;
+    }
+  }
+
+  /** Position of `id` in the owned list; the index is rebuilt whenever the list was changed behind its back. */
+  private find(id: string): number {
+    const owned = this.data.owned;
+    if (this.indexed !== owned || this.index.size !== owned.length) this.reindex();
+    const i = this.index.get(id);
+    if (i === undefined || owned[i]?.id === id) return i ?? -1;
+    this.reindex();
+    return this.index.get(id) ?? -1;
+  }
+
+  private reindex(): void {
+    this.index = new Map();
+    this.data.owned.forEach((r, i) => this.index.has(r.id) || this.index.set(r.id, i));
+    this.indexed = this.data.owned;
+  }
 }

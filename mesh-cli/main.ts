@@ -26,9 +26,13 @@ program
   .description('scaffold a new fleet repo (mesh.yaml, nodes/, README) with a first commit')
   .argument('[dir]', 'folder for the new fleet repo', '.')
   .option('--name <name>', 'fleet name (default: the folder name)')
-  .action(async (dir: string, o: { name?: string }) => {
-    const commit = await initFleet(dir, o.name);
-    console.log(`new fleet repo in ${dir} (commit ${commit.slice(0, 12)})\nnext: add a remote (git remote add origin URL), git push -u origin main, then mesh-cli token issue NODE`);
+  .option('--signing-key <file>', 'the private SSH key (ed25519) that signs commits here; its public half is FILE.pub (default: ~/.ssh/id_ed25519, created when missing)')
+  .option('--signer <name>', "the key's name in mesh.yaml signers (default: git's user.email)")
+  .action(async (dir: string, o: { name?: string; signingKey?: string; signer?: string }) => {
+    const { commit, key } = await initFleet(dir, o);
+    console.log(`new fleet repo in ${dir} (commit ${commit.slice(0, 12)})`);
+    console.log(`commits in it are signed with ${key.privateKeyFile}${key.created ? ' (created now)' : ''}; mesh.yaml trusts that key, and hosts apply only commits it signed`);
+    console.log('next: add a remote (git remote add origin URL), git push -u origin main, then mesh-cli token issue NODE');
   });
 
 serveCommand(program);
@@ -43,9 +47,10 @@ program
   .option('--url <url>', 'fleet URL the host will use (default: the origin remote)')
   .option('--expires <duration>', 'how long the token is valid', parseDuration, 24 * 3_600_000)
   .option('--json', 'print the result as JSON (the token text included when not written to --out)')
-  .action(async (node: string, o: { out?: string; url?: string; expires: number; json?: boolean }) => {
+  .option('--no-credential', 'issue no git credential for mesh-cli serve (the fleet repo is served by another git server)')
+  .action(async (node: string, o: { out?: string; url?: string; expires: number; json?: boolean; credential: boolean }) => {
     const fleet = await openFleet(process.cwd());
-    const issued = await issueToken(fleet, node, { url: o.url, expiresMs: o.expires, now: new Date() });
+    const issued = await issueToken(fleet, node, { url: o.url, expiresMs: o.expires, now: new Date(), credential: o.credential });
     if (o.out) writeTokenFile(o.out, issued.text);
     if (o.json) console.log(JSON.stringify({ node, generation: issued.token.generation, expires: issued.token.expires, commit: issued.commit, out: o.out ?? null, ...(o.out ? {} : { token: issued.text }) }));
     else if (!o.out) process.stdout.write(issued.text);

@@ -76,6 +76,8 @@ export function classify(commit: string, affected: string[], reports: Map<string
       const failedResources = report.resources.filter((r) => r.result === 'failed').length;
       const reason = report.errors.length > 0 ? 'the declaration is invalid' : `${failedResources} resource${failedResources === 1 ? '' : 's'} failed`;
       rollout.failed.push({ node, reason, ...at, errors });
+    } else if (report.outcome === 'untrusted') {
+      rollout.failed.push({ node, reason: `refused as untrusted: ${report.errors[0]?.message ?? 'the commit did not pass the trust check'}`, ...at, errors: [] });
     } else if (report.outcome === 'ineligible') {
       rollout.failed.push({ node, reason: `ineligible: ${eligibility(report).reason}`, ...at, errors: [] });
     } else rollout.outstanding.push({ node, lastContact: report.observedAt, commit: report.commit, reason: `${report.outcome} at ${report.commit.slice(0, 12)}, not applied yet` });

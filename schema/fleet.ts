@@ -36,6 +36,8 @@ export const NodeIdentity = z.strictObject({
   previous: z.array(z.strictObject({ generation: z.number().int().nonnegative(), publicKey: sshKey })).optional(),
   /** Set by `mesh-cli retire`: the declaration is empty and the host removes everything it owns. */
   retired: z.boolean().optional(),
+  /** sha256 (hex) of the node's git credential, which `mesh-cli serve` checks; never the credential itself. */
+  credential: z.strictObject({ sha256: z.string().regex(/^[0-9a-f]{64}$/, { message: 'must be 64 lower-case hex digits' }) }).optional(),
 });
 
 export type MeshConfig = z.infer<typeof MeshConfig>;

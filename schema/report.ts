@@ -33,6 +33,9 @@ export const OwnedRecord = z.strictObject({
   at: z.string(),
 });
 
+/** A key that signs main, as the host identified it: its fingerprint ("SHA256:...") and its name in mesh.yaml. */
+export const Signer = z.strictObject({ fingerprint: z.string(), name: z.string().nullable() });
+
 /** One check made at enrolment; the briefing's outcome is computed from these, never set by hand. */
 export const BriefingLine = z.strictObject({ check: z.string(), ok: z.boolean(), detail: z.string() });
 
@@ -75,11 +78,18 @@ export const Report = z.strictObject({
   kind: z.enum(['enrolment', 'reconcile', 'heartbeat']),
   commit: z.string().nullable(),
   digest: z.string().nullable(),
-  outcome: z.enum(['enrolled', 'applied', 'failed', 'ineligible', 'retired']),
+  /** untrusted: `commit` (main's tip) was refused (unsigned, signed by an untrusted key, or not descending from `lastApplied`). */
+  outcome: z.enum(['enrolled', 'applied', 'failed', 'ineligible', 'retired', 'untrusted']),
   errors: z.array(z.strictObject({ code: z.string(), message: z.string(), file: z.string().optional(), line: z.number().optional(), col: z.number().optional() })).default([]),
   resources: z.array(ResourceResult).default([]),
   counts: z.strictObject({ changed: z.number(), drift: z.number(), failed: z.number(), unchanged: z.number() }).optional(),
   owned: z.array(OwnedRecord).default([]),
+  /** The key that signed `commit`, verified by the host against its trusted keys; null when unsigned or not trusted. */
+  signer: Signer.nullable().optional(),
+  /** `signed`: the host checked `commit`'s signature; `none`: the fleet switched the check off (mesh.yaml `trust: none`). */
+  trust: z.enum(['signed', 'none']).optional(),
+  /** The last commit this host accepted and reconciled: the anchor main must descend from, and its recovery copy. */
+  lastApplied: z.string().nullable().optional(),
   profile: Profile.optional(),
   inventory: Inventory.optional(),
   briefing: z.array(BriefingLine).optional(),
@@ -89,6 +99,7 @@ export type Report = z.infer<typeof Report>;
 export type ResourceResult = z.infer<typeof ResourceResult>;
 export type OwnedRecord = z.infer<typeof OwnedRecord>;
 export type BriefingLine = z.infer<typeof BriefingLine>;
+export type Signer = z.infer<typeof Signer>;
 export type Profile = z.infer<typeof Profile>;
 export type Inventory = z.infer<typeof Inventory>;
 

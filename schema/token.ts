@@ -11,8 +11,12 @@ export const TokenFile = z.strictObject({
   /** The token's private key (PKCS8 PEM). Its public half is in nodes/<node>/node.yaml. */
   secret: z.string().min(1),
   expires: z.iso.datetime(),
+  /** The keys trusted to sign main ("ssh-ed25519 AAAA... NAME"), the host's first trusted set. */
   signers: z.array(z.string()).default([]),
+  /** mesh.yaml's `trust` when the token was issued: `none` lets the host start without checking signatures. */
+  trust: z.enum(['signed', 'none']).default('signed'),
   mainBranch: z.string().min(1).default('main'),
+  /** The node's own git credential for `mesh-cli serve` (its sha256 is in node.yaml). */
   credential: z.strictObject({ username: z.string().min(1), password: z.string().min(1) }).optional(),
 });
 

@@ -15,14 +15,22 @@ const common = {
   format: 'esm',
   logLevel: 'warning',
   define: { __MESH_VERSION__: JSON.stringify(version) },
+  // Smaller bundles load faster; identifiers are kept so that a bug's stack trace still names its functions.
+  minifyWhitespace: true,
+  minifySyntax: true,
   banner: { js: "import { createRequire as __meshRequire } from 'node:module'; const require = __meshRequire(import.meta.url);" },
 };
+// mesh-host is a guest on every machine: V8 would grow its young generation to 2 x 16 MB while
+// a large declaration is parsed, which alone is a third of the resident memory of a 1,000-file
+// pass. Keeping it at its first size costs a few per cent of CPU on such passes and none on
+// passes that change nothing (measured with `npm run bench`).
+const hostBanner = common.banner.js + " import __meshV8 from 'node:v8'; __meshV8.setFlagsFromString('--semi-space-growth-factor=1');";
 
 const outdir = process.env.MESH_BUILD_OUT ?? join(top, 'dist');
 const entries = { 'mesh-host': 'agent/main.ts', 'mesh-cli': 'mesh-cli/main.ts' };
 for (const [name, entry] of Object.entries(entries)) {
   const outfile = join(outdir, `${name}.mjs`);
-  await build({ ...common, entryPoints: [join(top, entry)], outfile });
+  await build({ ...common, ...(name === 'mesh-host' ? { banner: { js: hostBanner } } : {}), entryPoints: [join(top, entry)], outfile });
   chmodSync(outfile, 0o755);
 }
 

@@ -44,15 +44,24 @@ async function main() {
   const data = join(work, 'data');
   mkdirSync(data);
   execFileSync('git', ['init', '--quiet', '--bare', '--initial-branch=main', join(data, 'fleet.git')]);
-  server = spawn('node', [cliBin, 'serve', '--data', data, '--port', '0'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  server = spawn('node', [cliBin, 'serve', '--data', data, '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  // At its first start the server makes an operator credential and shows it once, on stderr.
+  const secret = new Promise((resolve) => createInterface({ input: server.stderr }).on('line', (l) => {
+    const m = /operator credential: operator:(\S+)$/.exec(l);
+    if (m) resolve(m[1]);
+  }));
   const first = await new Promise((resolve) => createInterface({ input: server.stdout }).once('line', resolve));
   console.log(`    ${first}`);
-  const url = first.replace('listening on ', '') + 'fleet.git';
+  const url = first.replace('listening on ', '').replace('://', `://operator:${await secret}@`) + 'fleet.git';
+  console.log('    (operator credential made at first start: DATA/operators keeps only its sha256)');
 
-  say('Creating the fleet repo from examples/fleet-repo and pushing it');
+  say('Creating the fleet repo from examples/fleet-repo, signed with a new operator key, and pushing it');
   const fleet = join(work, 'fleet');
-  show('mesh-cli', ['init', fleet], work);
-  show('git', ['remote', 'add', 'origin', url], fleet);
+  const key = join(work, 'operator_ed25519'); // the demo's own key: it never touches ~/.ssh
+  execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'demo operator', '-f', key]);
+  show('mesh-cli', ['init', fleet, '--signing-key', key, '--signer', 'demo@localhost'], work);
+  console.log(`$ git remote add origin ${url.replace(/:[^:@/]+@/, ':***@')}`);
+  execFileSync('git', ['remote', 'add', 'origin', url], { cwd: fleet });
   show('git', ['push', '--quiet', '-u', 'origin', 'main'], fleet);
 
   say('Issuing a one-time token per machine (each bumps the node generation in nodes/<node>/node.yaml), then pushing');

@@ -192,7 +192,7 @@ describe('deploy is a commit', () => {
       expect(r.code).toBe(1);
       expect(r.stderr).toBe('8 problems in 7 files (7 nodes, 2 roles checked)\n');
       expect(r.stdout.replace(/ineligible \(.*\); it may/, 'ineligible (<briefing>); it may')).toMatchInlineSnapshot(`
-        "::error file=mesh.yaml,line=9,col=1::unknown field 'colour'
+        "::error file=mesh.yaml,line=13,col=1::unknown field 'colour'
         ::error file=nodes/db-1/node.yaml,line=2,col=7::node.yaml says node 'db-9' but it is in nodes/db-1/: a node's identity must be in its own folder (issue a token with mesh-cli token issue db-1)
         ::error file=nodes/lab-1/base.yaml,line=2,col=5::node lab-1 is given 1 resource, but its last report says it is ineligible (<briefing>); it may only have an empty declaration
         ::error file=nodes/Web_5/base.yaml,line=1,col=1::'Web_5' is not a valid node name (lower-case letters, digits and -, at most 63 characters): rename the folder nodes/Web_5/

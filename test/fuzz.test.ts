@@ -1,10 +1,17 @@
 /**
  * Hostile input: the YAML/declaration loader and the report and token parsers, fed
  * arbitrary and mutated input, never crash or hang and always answer with problems that
- * carry a file, line and column. (The signature parser's fuzzing is in sign.test.ts.)
+ * carry a file, line and column; the commit-signature check of agent/trust.ts answers any
+ * bytes with a verdict. (The SSHSIG parser's own fuzzing is in sign.test.ts.)
  */
 import fc from 'fast-check';
+import { stringify } from 'yaml';
 import { describe, expect, it } from 'vitest';
+import { InvalidInputError } from '../agent/errors.js';
+import { parseCommitObject, trailers } from '../agent/commit-object.js';
+import { encodePrivateKey, generateKeyPair, publicKeyOf, signSsh, sshPublicKey } from '../agent/sign/sshsig.js';
+import { verifyCommit } from '../agent/trust.js';
+import { loadYamlOrThrow } from '../schema/load.js';
 import { DeclarationFile } from '../schema/declaration.js';
 import { MeshConfig, NodeIdentity } from '../schema/fleet.js';
 import { loadYaml, MAX_FILE_BYTES } from '../schema/load.js';
@@ -72,6 +79,63 @@ describe('hostile input never crashes a parser', () => {
       fc.property(fc.option(fc.string({ maxLength: 300 })), fc.option(fc.string({ maxLength: 300 })), (status, sig) => {
         const v = verifyReport('web-1', status, sig, { node: 'web-1', generation: 1 });
         expect(['invalid', 'missing']).toContain(v.signature);
+      }),
+      { numRuns: RUNS },
+    );
+  });
+});
+
+describe('hostile input never crashes the token file or commit-signature parsers', () => {
+  const keys = generateKeyPair();
+  const token = stringify({
+    kind: 'mesh-token', version: 1, url: 'http://127.0.0.1:1/fleet.git', node: 'web-1', generation: 3, secret: encodePrivateKey(keys.privateKey),
+    expires: '2030-01-01T00:00:00.000Z', signers: [`${sshPublicKey(publicKeyOf(keys.privateKey))} op`], trust: 'signed', mainBranch: 'main',
+    credential: { username: 'web-1', password: 'x'.repeat(43) },
+  });
+
+  /** What enrolment does with a token file: a TokenFile, or an InvalidInputError naming its problems; nothing else. */
+  const readToken = (text: string) => {
+    try {
+      return loadYamlOrThrow(text, 'f.token', TokenFile, 'the token file');
+    } catch (e) {
+      expect(e).toBeInstanceOf(InvalidInputError);
+      expect((e as InvalidInputError).problems.length).toBeGreaterThan(0);
+      return null;
+    }
+  };
+
+  it('the token file as enrolment reads it: a valid token parses, and mutations give a token or located problems', () => {
+    expect(readToken(token)).toMatchObject({ node: 'web-1', generation: 3, credential: { username: 'web-1' } });
+    fc.assert(fc.property(mutated(token), (text) => void readToken(text)), { numRuns: RUNS });
+  });
+
+  // A real SSH-signed commit object, the way git writes one: the signature over the commit without its gpgsig header.
+  const unsignedCommit = 'tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\nauthor op <op@x> 1700000000 +0000\ncommitter op <op@x> 1700000000 +0000\n\nmain: base\n\nMesh-Allow-Rollback: any\n';
+  const sig = signSsh(unsignedCommit, keys.privateKey, 'git').trimEnd().split('\n').join('\n ');
+  const signed = unsignedCommit.replace('\n\n', `\ngpgsig ${sig}\n\n`);
+  const trustedKeys = [{ name: 'op', key: sshPublicKey(publicKeyOf(keys.privateKey)) }];
+
+  it('a signed commit verifies, and any change to its bytes is refused, never a crash', () => {
+    expect(verifyCommit(Buffer.from(signed), trustedKeys)).toEqual({ ok: true, signer: { fingerprint: expect.stringMatching(/^SHA256:/), name: 'op' } });
+    const parsed = parseCommitObject(Buffer.from(signed));
+    expect(parsed.ok && trailers(parsed.commit.message, 'Mesh-Allow-Rollback')).toEqual(['any']);
+    fc.assert(
+      fc.property(mutated(signed), (text) => {
+        const verdict = verifyCommit(Buffer.from(text, 'latin1'), trustedKeys);
+        if (verdict.ok) expect(parseCommitObject(Buffer.from(text, 'latin1'))).toMatchObject({ ok: true, commit: { payload: Buffer.from(unsignedCommit) } });
+        else expect(verdict.message.length).toBeGreaterThan(0);
+      }),
+      { numRuns: RUNS },
+    );
+  });
+
+  it('arbitrary bytes get a verdict from the commit-signature check, and a message for every refusal', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 400 }), (bytes) => {
+        const verdict = verifyCommit(bytes, trustedKeys);
+        expect(verdict.ok).toBe(false);
+        if (!verdict.ok) expect(['E_BAD_COMMIT', 'E_UNSIGNED', 'E_BAD_SIGNATURE', 'E_UNTRUSTED_SIGNER']).toContain(verdict.code);
+        trailers(Buffer.from(bytes).toString('utf8'), 'Mesh-Allow-Rollback');
       }),
       { numRuns: RUNS },
     );

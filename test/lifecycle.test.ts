@@ -197,7 +197,9 @@ describe('tokens', () => {
     const root = machine(fleet, 'app-3');
     const r = await hostCmd(root, 'enrol', '--token-file', older);
     expect(r.code).toBe(2);
-    expect(r.stderr).toContain("this token is for generation 1 of app-3, but nodes/app-3/node.yaml on main is at generation 2: a newer token was issued (or the node revoked) since, which revoked this one");
+    // The newer token replaced the node's git credential, so the server refuses the older one outright.
+    expect(r.stderr).toContain("refused this token's git credential (app-3 generation 1, HTTP 401)");
+    expect(r.stderr).toContain('a newer token was issued (or the node revoked) since, which revoked this one');
 
     const unpushed = await token(fleet, 'app-4', { push: false });
     const u = await hostCmd(machine(fleet, 'app-4'), 'enrol', '--token-file', unpushed);
@@ -237,7 +239,7 @@ describe('re-enrolment, retire and revoke', () => {
     const before = snapshot(root);
     const stale = await hostCmd(root, 'run', '--once');
     expect(stale.code).toBe(2);
-    expect(stale.stderr).toContain('this host holds generation 1 of web-1, but nodes/web-1/node.yaml is at generation 2: its identity was revoked');
+    expect(stale.stderr).toContain('the fleet server refused the git credential of web-1 (HTTP 401): its identity was revoked');
     expect(snapshot(root)).toEqual(before);
 
     expect((await hostCmd(root, 'enrol', '--token-file', file)).code).toBe(0);
@@ -310,8 +312,8 @@ describe('re-enrolment, retire and revoke', () => {
     expect(revoked.code, revoked.stderr).toBe(0);
     const lines = revoked.stdout.split('\n');
     expect(lines[0]).toMatch(/^revoked old-1: generation 2 \(no token\) committed as [0-9a-f]{12}; push it \(git push\) to make it take effect$/);
-    expect(lines[1]).toBe('revoke these per-node credentials at their providers; mesh cannot:');
-    expect(lines[2]).toBe(`  - the git credential old-1 pushes its reports with (refs/heads/reports/old-1 at ${fleet.repoUrl}; on the machine in /etc/mesh-host/credential.json): delete it at the git server or provider`);
+    expect(lines[1]).toBe('then revoke these per-node credentials; mesh can revoke only the first, and only on its own server:');
+    expect(lines[2]).toBe(`  - the git credential old-1 pushes its reports with (refs/heads/reports/old-1 at ${fleet.plainUrl}; on the machine in /etc/mesh-host/credential.json): mesh-cli serve refuses it at once, as soon as this commit is pushed; on any other git server, delete it there`);
     expect(lines[3]).toContain(`the node key SHA256:`);
     expect(lines[3]).toContain(key);
     expect(lines[4]).toMatch(/every secret a declaration gave old-1/);

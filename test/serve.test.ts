@@ -36,7 +36,7 @@ afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 async function fleet(): Promise<{ root: string; data: string; serve: Serve }> {
   const root = mkdtempSync(join(tmp, 'case-'));
   const data = await makeData(root);
-  const serve = await startServe(bundle, ['--data', data, '--port', '0']);
+  const serve = await startServe(bundle, ['--data', data, '--port', '0', '--open']); // authentication: trust.test.ts
   running.push(serve);
   return { root, data, serve };
 }

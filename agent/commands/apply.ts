@@ -1,18 +1,22 @@
 /**
  * `mesh-host apply --bundle DIR`: one pass from a local folder of declaration files, with
  * no git and no report. Used by the first node, by people trying a declaration, and by the
- * benchmark. Roles named in `include` are read from DIR/roles/.
+ * benchmark. Roles named in `include` are read from DIR/roles/. It holds the root's lock for
+ * the pass, so it never runs beside another mesh-host on the same root.
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { withDeclarationCache } from '../declaration-cache.js';
 import type { TreeReader } from '../declaration.js';
 import { nodeDir } from '../declaration.js';
 import { readConfig } from '../config.js';
 import { MeshError } from '../errors.js';
+import { acquireLock, releaseLock } from '../lock.js';
 import { hostPaths } from '../paths.js';
 import { applyDeclaration } from '../reconcile.js';
 import type { ReportBody } from '../report.js';
 import type { ResourceContext } from '../resources/handler.js';
+import { startPass } from '../resources/node.js';
 import { Store } from '../store.js';
 
 /** Apply the declaration in folder `bundle` to the machine at `ctx.root`. */
@@ -21,8 +25,17 @@ export async function applyBundle(bundle: string, ctx: ResourceContext): Promise
   if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new MeshError('E_NO_BUNDLE', `bundle folder ${bundle} does not exist`);
   const paths = hostPaths(ctx.root);
   const node = readConfig(paths)?.node ?? 'bundle';
-  const store = Store.open(paths.store);
-  return applyDeclaration({ config: { node }, store, ctx }, folderTree(dir, nodeDir(node)), null);
+  acquireLock(paths);
+  try {
+    startPass();
+    const store = Store.open(paths.store);
+    const tree = withDeclarationCache(folderTree(dir, nodeDir(node)), join(paths.stateDir, 'bundle-cache.json'));
+    const body = await applyDeclaration({ config: { node }, store, ctx }, tree, null);
+    if (store.journaled()) store.save(); // fold this pass's records into the snapshot; a no-op pass writes nothing
+    return body;
+  } finally {
+    releaseLock(paths);
+  }
 }
 
 /** A TreeReader over a plain folder that stands for `nodes/<node>/` (roles under DIR/roles/). */

@@ -5,7 +5,9 @@
  * node key, has the token vouch for it, recovers a lost store from the last report, and
  * pushes the enrolment report — profile, inventory and briefing — before any declaration
  * is applied. Only then does it write its config and delete the token file; a failed push
- * leaves the token file in place so that enrolment can simply be run again.
+ * leaves the token file in place so that enrolment can simply be run again. The token's signer
+ * keys become the host's trusted set, and the anchor it must never go back from is kept, or
+ * recovered from the last report (enrol-trust.ts).
  */
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import type { HttpClient } from 'isomorphic-git';
@@ -21,12 +23,14 @@ import { MeshError } from '../errors.js';
 import { fleetHttp } from '../fleet/http.js';
 import { openFleetRepo, type FleetRepo } from '../fleet/git.js';
 import { collectInventory } from '../inventory.js';
+import { enrolmentTrust, tokenRefused } from '../enrol-trust.js';
 import { hostPaths } from '../paths.js';
 import { collectProfile } from '../profile.js';
 import { buildReport, recordReport, reportRef, sendReports, sha256 } from '../report.js';
 import type { ResourceContext } from '../resources/handler.js';
 import { decodePrivateKey, generateKeyPair, publicKeyOf, sameKey, signSsh, sshPublicKey } from '../sign/sshsig.js';
 import { Store } from '../store.js';
+import { writeTrust } from '../trust-state.js';
 
 export interface EnrolResult {
   node: string;
@@ -47,7 +51,9 @@ export async function enrol(tokenFile: string, ctx: ResourceContext): Promise<En
     throw new MeshError('E_TOKEN_USED', `this machine is already enrolled as ${existing.node} generation ${existing.generation}; the token (generation ${token.generation}) cannot be used again. Issue a new token to re-enrol`);
   }
   const http = fleetHttp({ credential: token.credential });
-  const { main, identity, declared } = await readMain(paths.gitdir + '.enrol', http, token, ctx.now());
+  const { main, identity, declared } = await readMain(paths.gitdir + '.enrol', http, token, ctx.now()).catch((e: unknown) => {
+    throw tokenRefused(e, token) ?? e;
+  });
   const repo = await openFleetRepo(paths.gitdir, token.url, http);
   const last = await lastReport(repo, token.node, token.generation);
 
@@ -79,14 +85,16 @@ export async function enrol(tokenFile: string, ctx: ResourceContext): Promise<En
   };
 
   continueChain(store, last);
+  const trust = enrolmentTrust(paths, token, last, identity, store);
   const inventory = collectInventory(paths.root, declared);
   const outcome = briefingOutcome(briefing);
-  const body = { kind: 'enrolment' as const, commit: main, digest: null, outcome, errors: ineligibleErrors(failed), resources: [], profile: collectProfile(paths.root), inventory, briefing };
+  const body = { kind: 'enrolment' as const, commit: main, digest: null, outcome, errors: ineligibleErrors(failed), resources: [], trust: trust.mode, lastApplied: trust.anchor?.commit ?? null, profile: collectProfile(paths.root), inventory, briefing };
   const oid = await recordReport(repo, store, buildReport(config, store, body, ctx.now()), nodeKeys.privateKey);
   await sendReports(repo, store, token.node);
 
   writeNodeKey(paths, nodeKeys.privateKey);
   if (token.credential) writeCredential(paths, token.credential);
+  writeTrust(paths, trust);
   writeConfig(paths, config);
   rmSync(tokenFile, { force: true });
   return { node: token.node, generation: token.generation, nodeKey, url: token.url, report: oid, outcome, briefing };

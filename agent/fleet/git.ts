@@ -1,16 +1,27 @@
 /**
  * The host's view of the fleet repo, through isomorphic-git (no git binary on machines).
- * It polls the tip of main with one protocol-v2 ls-refs, fetches only when the tip moved
- * (shallow the first time, incremental after), reads only nodes/<node>/ from the object
- * store without a checkout, and pushes its own report branch.
+ * It polls the tip of main with one protocol-v2 ls-refs request, fetches only when the tip
+ * moved (shallow the first time, incremental after), reads only nodes/<node>/ from the
+ * object store without a checkout, and pushes its own report branch. A heartbeat replaces
+ * the heartbeat before it, and the local repository is renewed before it grows too large.
  */
 import * as fs from 'node:fs';
 import git, { Errors, type HttpClient } from 'isomorphic-git';
 import type { TreeReader } from '../declaration.js';
 import { MeshError, messageOf } from '../errors.js';
+import { heartbeatMessage, isHeartbeat, replacement } from './heartbeat.js';
+import { lsRefs } from './ls-refs.js';
+import { treeReader } from './tree.js';
+import { outgoing, pushOne } from './push.js';
+import { DEFAULT_UPKEEP, noteReplaced, pruneReplaced, recoverSwap, renewIfOutgrown, type Upkeep } from './renew.js';
+
+export interface CommitOptions {
+  /** The report says nothing new: mark the commit a heartbeat, and when the tip is a heartbeat too, replace it (parent: the tip's parent). */
+  heartbeat?: boolean;
+}
 
 export interface FleetRepo {
-  /** The tip of `branch` on the server, or null when the branch does not exist. */
+  /** The tip of `branch` on the server, or null when the branch does not exist. One request. */
   poll(branch: string): Promise<string | null>;
   /** Fetch `branch` into the local object store; returns its tip. */
   fetch(branch: string): Promise<string>;
@@ -19,91 +30,140 @@ export interface FleetRepo {
   /** Read files of `commit` without a checkout. */
   tree(commit: string): TreeReader;
   /** Commit `files` on the local branch `ref` (parent: its current tip), signed by `onSign`. */
-  commit(ref: string, files: Record<string, string>, message: string, onSign: git.SignCallback): Promise<string>;
-  /** Push local `ref` to the same name on the server. */
-  push(ref: string): Promise<void>;
+  commit(ref: string, files: Record<string, string>, message: string, onSign: git.SignCallback, opts?: CommitOptions): Promise<string>;
+  /** Push local `ref` to the same name on the server; `force` defaults to "the tip is a heartbeat" (it may have replaced the server's tip). */
+  push(ref: string, opts?: { force?: boolean }): Promise<void>;
   /** The tip of a local ref, or null. */
   local(ref: string): Promise<string | null>;
-  /** Fetch the server's `ref` (shallow) and point the local `ref` at it; null when the server has none. */
+  /** Fetch the server's `ref` (its tip and parent) and point the local `ref` at it; null when the server has none. */
   adopt(ref: string): Promise<string | null>;
+  /** How long the server asked us to wait (HTTP 429/503 Retry-After) when it last refused us, in ms; null after a success. */
+  retryAfterMs(): number | null;
+  /** Fetch `depth` more commits of `branch`'s history behind the shallow boundary (trust.ts: to decide ancestry). */
+  deepen(branch: string, depth: number): Promise<void>;
 }
 
-/** A FleetRepo over the bare git dir `gitdir`, talking to `url` with `http`. */
-export async function openFleetRepo(gitdir: string, url: string, http: HttpClient): Promise<FleetRepo> {
-  if (!fs.existsSync(`${gitdir}/HEAD`)) await git.init({ fs, gitdir, bare: true, defaultBranch: 'main' });
-  await git.addRemote({ fs, gitdir, remote: 'origin', url, force: true });
-  const cache = {};
+/** A FleetRepo over the bare git dir `gitdir`, talking to `url` with `http`; `upkeep` bounds the local repository. */
+export async function openFleetRepo(gitdir: string, url: string, http: HttpClient, opts: { upkeep?: Upkeep } = {}): Promise<FleetRepo> {
+  const upkeep = opts.upkeep ?? DEFAULT_UPKEEP;
+  recoverSwap(gitdir);
+  if (!fs.existsSync(`${gitdir}/HEAD`)) await init(gitdir, url);
+  let cache = {};
+  let retryAfter: number | null = null;
 
-  const resolveOr = async (ref: string) => git.resolveRef({ fs, gitdir, ref }).catch(() => null);
+  const resolveOr = async (ref: string, dir = gitdir) => git.resolveRef({ fs, gitdir: dir, ref }).catch(() => null);
+  const network = async <T>(what: string, op: () => Promise<T>): Promise<T> => {
+    try {
+      const result = await op();
+      retryAfter = null;
+      return result;
+    } catch (e) {
+      if (e instanceof MeshError && typeof e.data.retryAfterMs === 'number') retryAfter = e.data.retryAfterMs;
+      throw networkError(what, url, e);
+    }
+  };
+  const serverTip = async (ref: string) => (await network('poll', () => lsRefs(http, url, ref))).find((r) => r.ref === ref)?.oid ?? null;
+  /**
+   * Fetch `branch` into `dir` (depth: shallow, or incremental when undefined) and point the local
+   * branch of that name at it: isomorphic-git offers the server only a local branch of the name it
+   * fetches as "have", and without one every fetch would send the whole tree again.
+   * Returns the fetched tip, or null when the server has no such branch.
+   */
+  const fetchInto = async (dir: string, branch: string, depth?: number) => {
+    const result = await network('fetch', () =>
+      git.fetch({ fs, http, gitdir: dir, cache, remote: 'origin', ref: branch, singleBranch: true, tags: false, ...(depth ? { depth } : {}) }).catch((e) => {
+        if (e instanceof Errors.NotFoundError) return { fetchHead: null };
+        throw e;
+      }),
+    );
+    if (result.fetchHead) await git.writeRef({ fs, gitdir: dir, ref: `refs/heads/${branch}`, value: result.fetchHead, force: true });
+    return result.fetchHead ?? null;
+  };
+  /** Past the upkeep threshold, with every report sent: main (and `also`) shallow and each report branch's tip and parent, into a fresh git dir. */
+  const renew = async (also?: string) => {
+    const renewed = await renewIfOutgrown(gitdir, upkeep, async (next, fetched, reports) => {
+      await init(next, url);
+      for (const b of new Set([...fetched, ...(also ? [also] : [])])) await fetchInto(next, b, 1);
+      for (const r of reports) await fetchInto(next, r, 2);
+    });
+    if (renewed) cache = {};
+    return renewed;
+  };
+
+  /** isomorphic-git's push: asks for the server's refs first, then sends what they lack. */
+  const slowPush = async (ref: string, force: boolean) => {
+    const result = await network('push', () => git.push({ fs, http, gitdir, cache, remote: 'origin', ref, remoteRef: ref, force }));
+    const status = result.refs[ref];
+    if (!result.ok || (status && !status.ok)) {
+      throw new MeshError('E_PUSH_REJECTED', `the server refused the report push to ${ref}: ${status?.error ?? result.error ?? 'unknown reason'}`, { next: 'retry' });
+    }
+  };
+
   return {
-    async poll(branch) {
-      const refs = await network('poll', url, () => git.listServerRefs({ http, url, protocolVersion: 2, prefix: `refs/heads/${branch}` }));
-      return refs.find((r) => r.ref === `refs/heads/${branch}`)?.oid ?? null;
-    },
+    poll: (branch) => serverTip(`refs/heads/${branch}`),
     async fetch(branch) {
-      const first = (await resolveOr(`refs/remotes/origin/${branch}`)) === null;
-      const result = await network('fetch', url, () =>
-        git.fetch({ fs, http, gitdir, remote: 'origin', ref: branch, singleBranch: true, tags: false, ...(first ? { depth: 1 } : {}) }),
-      );
-      if (!result.fetchHead) throw new MeshError('E_NO_MAIN', `the fleet repo ${url} has no branch ${branch}`, { next: 'wait' });
-      return result.fetchHead;
+      const renewed = await renew(branch).catch(() => false); // a failed renewal leaves the old repository: fetch into it
+      const first = !renewed && (await resolveOr(`refs/remotes/origin/${branch}`)) === null;
+      const tip = renewed ? await resolveOr(`refs/remotes/origin/${branch}`) : await fetchInto(gitdir, branch, first ? 1 : undefined);
+      if (!tip) throw new MeshError('E_NO_MAIN', `the fleet repo ${url} has no branch ${branch}`, { next: 'wait' });
+      return tip;
     },
     fetched: (branch) => resolveOr(`refs/remotes/origin/${branch}`),
     local: (ref) => resolveOr(ref),
-    tree(commit) {
-      return {
-        async list(dir) {
-          const tree = await git.readTree({ fs, gitdir, oid: commit, filepath: dir, cache }).catch((e) => notFound(e));
-          return tree ? tree.tree.filter((e) => e.type === 'blob').map((e) => e.path) : null;
-        },
-        async read(path) {
-          const blob = await git.readBlob({ fs, gitdir, oid: commit, filepath: path, cache }).catch((e) => notFound(e));
-          return blob ? Buffer.from(blob.blob).toString('utf8') : null;
-        },
-      };
-    },
-    async commit(ref, files, message, onSign) {
+    tree: (commit) => treeReader(gitdir, commit, () => cache),
+    async commit(ref, files, message, onSign, opts = {}) {
       const entries = await Promise.all(
         Object.entries(files)
           .sort(([a], [b]) => a.localeCompare(b))
           .map(async ([path, text]) => ({ mode: '100644', path, type: 'blob' as const, oid: await git.writeBlob({ fs, gitdir, blob: Buffer.from(text) }) })),
       );
       const tree = await git.writeTree({ fs, gitdir, tree: entries });
-      const parent = await resolveOr(ref);
+      const tip = await resolveOr(ref);
+      const replaced = opts.heartbeat && tip ? await replacement(gitdir, tip) : null;
+      const parent = replaced ? replaced.parents : tip ? [tip] : [];
       const who = { name: 'mesh-host', email: 'mesh-host@localhost' };
-      return git.commit({ fs, gitdir, ref, tree, parent: parent ? [parent] : [], message, author: who, committer: who, signingKey: 'node', onSign });
+      const text = opts.heartbeat ? heartbeatMessage(message) : message;
+      const oid = await git.commit({ fs, gitdir, ref, tree, parent, message: text, author: who, committer: who, signingKey: 'node', onSign });
+      if (replaced) noteReplaced(gitdir, tip!);
+      return oid;
     },
     async adopt(ref) {
-      const branch = ref.replace(/^refs\/heads\//, '');
-      const refs = await network('poll', url, () => git.listServerRefs({ http, url, protocolVersion: 2, prefix: ref }));
-      const tip = refs.find((r) => r.ref === ref)?.oid;
+      const tip = await serverTip(ref);
       if (!tip) return null;
-      await network('fetch', url, () => git.fetch({ fs, http, gitdir, remote: 'origin', ref: branch, singleBranch: true, tags: false, depth: 1 }));
-      await git.writeRef({ fs, gitdir, ref, value: tip, force: true });
-      return tip;
+      return fetchInto(gitdir, ref.replace(/^refs\/heads\//, ''), 2);
     },
-    async push(ref) {
-      const result = await network('push', url, () => git.push({ fs, http, gitdir, remote: 'origin', ref, remoteRef: ref, force: false }));
-      const status = result.refs[ref];
-      if (!result.ok || (status && !status.ok)) {
-        throw new MeshError('E_PUSH_REJECTED', `the server refused the report push to ${ref}: ${status?.error ?? result.error ?? 'unknown reason'}`, { next: 'retry' });
+    async push(ref, opts = {}) {
+      const tip = await resolveOr(ref);
+      if (!tip) throw new MeshError('E_NOTHING_TO_PUSH', `there is no local ${ref} to push`);
+      const force = opts.force ?? (await isHeartbeat(gitdir, tip));
+      const tracking = ref.replace(/^refs\/heads\//, 'refs/remotes/origin/');
+      const remote = await resolveOr(tracking);
+      if (remote !== tip) {
+        // One request, from the server's tip as we last saw it (none: a new branch); if that is
+        // stale the server refuses, and the two-request push looks before it leaps.
+        const out = await outgoing(gitdir, tip, remote);
+        const quick = out && (out.fastForward || force) ? await network('push', () => pushOne(http, url, gitdir, ref, remote, tip, out.oids)) : null;
+        if (quick === 'ok') await git.writeRef({ fs, gitdir, ref: tracking, value: tip, force: true });
+        else await slowPush(ref, force);
       }
+      await pruneReplaced(gitdir, tip);
+      await renew().catch(() => false); // upkeep: the report is already delivered
+    },
+    retryAfterMs: () => retryAfter,
+    async deepen(branch, depth) {
+      await network('fetch', () => git.fetch({ fs, http, gitdir, cache, remote: 'origin', ref: branch, singleBranch: true, tags: false, depth, relative: true }));
     },
   };
 }
 
-function notFound(e: unknown): null {
-  if (e instanceof Errors.NotFoundError) return null;
-  throw e;
+async function init(gitdir: string, url: string): Promise<void> {
+  await git.init({ fs, gitdir, bare: true, defaultBranch: 'main' });
+  await git.addRemote({ fs, gitdir, remote: 'origin', url, force: true });
 }
 
-/** Run a network operation; failures to reach the server become retryable errors that say what was tried. */
-async function network<T>(what: string, url: string, op: () => Promise<T>): Promise<T> {
-  try {
-    return await op();
-  } catch (e) {
-    if (e instanceof MeshError) throw e;
-    const http = e instanceof Errors.HttpError ? ` (HTTP ${(e.data as { statusCode?: number }).statusCode})` : '';
-    throw new MeshError('E_FLEET_UNREACHABLE', `cannot ${what} the fleet repo at ${url}${http}: ${messageOf(e)}`, { next: 'retry', cause: e });
-  }
+/** Failures to reach the server become retryable errors that say what was tried; a busy server's error passes as it is. */
+function networkError(what: string, url: string, e: unknown): unknown {
+  if (e instanceof MeshError) return e;
+  const http = e instanceof Errors.HttpError ? ` (HTTP ${(e.data as { statusCode?: number }).statusCode})` : '';
+  return new MeshError('E_FLEET_UNREACHABLE', `cannot ${what} the fleet repo at ${url}${http}: ${messageOf(e)}`, { next: 'retry', cause: e });
 }

@@ -1,10 +1,55 @@
-/** Reading, comparing and restoring filesystem nodes (files, directories, symlinks) under a root. */
+/**
+ * Reading, comparing and restoring filesystem nodes (files, directories, symlinks) under a root.
+ * Within one pass, a parent folder already checked to be a real directory is not checked
+ * again for every resource beneath it; `startPass` (at the start of each pass) and any change
+ * here that could turn a directory into a symlink forget what was checked.
+ */
 import { chmodSync, chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmdirSync, symlinkSync, unlinkSync, type Stats } from 'node:fs';
+import { join, resolve } from 'node:path';
 import type { OwnedRecord } from '../../schema/report.js';
 import { writeFileAtomic } from '../atomic.js';
-import { underRoot, assertNoSymlinkParents } from '../paths.js';
+import { MeshError } from '../errors.js';
+import { underRoot } from '../paths.js';
 import type { ResourceContext } from './handler.js';
-import { lookupId, nameOf } from './ownership.js';
+import { invalidateIdCache, lookupId, nameOf } from './ownership.js';
+
+/** Real paths of folders seen to be directories (not symlinks) in this pass; `root\0folder` of whole chains. */
+const realDirs = new Set<string>();
+const realChains = new Set<string>();
+
+/** Begin a pass: forget the parent folders and the user and group tables read in the last one. */
+export function startPass(): void {
+  forgetDirs();
+  invalidateIdCache();
+}
+
+function forgetDirs(): void {
+  realDirs.clear();
+  realChains.clear();
+}
+
+/** Refuse a machine path whose parent folders include a symlink: a write must never follow one out of the root. */
+function assertNoSymlinkParents(root: string, machinePath: string): void {
+  const chain = `${root}\0${machinePath.slice(0, machinePath.lastIndexOf('/'))}`;
+  if (realChains.has(chain)) return;
+  const parts = machinePath.split('/').filter(Boolean);
+  const base = resolve(root);
+  let current = base;
+  for (const part of parts.slice(0, -1)) {
+    current = join(current, part);
+    if (realDirs.has(current)) continue;
+    let st: Stats;
+    try {
+      st = lstatSync(current);
+    } catch {
+      return; // a missing parent cannot be traversed
+    }
+    if (st.isSymbolicLink()) throw new MeshError('E_PATH', `${machinePath}: the parent ${current.slice(base.length) || '/'} is a symlink; mesh does not write through symlinks`);
+    if (!st.isDirectory()) return; // a file as a parent: nothing beneath it can be reached
+    realDirs.add(current);
+  }
+  realChains.add(chain);
+}
 
 export interface NodeState extends Record<string, unknown> {
   kind: 'file' | 'directory' | 'symlink' | 'other';
@@ -71,6 +116,7 @@ export async function restoreNode(ctx: ResourceContext, record: OwnedRecord): Pr
     }
     if (readdirSync(real).length > 0) return `left ${path} in place: it holds files mesh does not own`;
     rmdirSync(real);
+    forgetDirs();
     return undefined;
   }
   if (now && now.kind !== before.kind && now.kind !== 'directory') unlinkSync(real);
@@ -78,6 +124,7 @@ export async function restoreNode(ctx: ResourceContext, record: OwnedRecord): Pr
   if (before.kind === 'directory') mkdirSync(real, { recursive: true });
   if (before.kind === 'symlink' && (!now || now.kind !== 'symlink' || now.target !== before.target)) {
     if (now?.kind === 'symlink') unlinkSync(real);
+    forgetDirs();
     symlinkSync(before.target ?? '', real);
   }
   if (before.kind !== 'symlink') {

@@ -1,8 +1,10 @@
 /**
  * `mesh-cli revoke NODE`: bump NODE's generation without issuing a token. Once pushed, every
  * identity the node had is revoked: its reports show `revoked`, and a host still holding the
- * old identity stops applying. mesh cannot reach the grants a node holds elsewhere, so the
- * command names the per-node credentials the operator must revoke at their providers.
+ * old identity stops applying. The new node.yaml names no git credential, so `mesh-cli serve`
+ * refuses the node's credential as soon as the commit is pushed (it reads node.yaml from main
+ * on every request). mesh cannot reach the grants a node holds elsewhere, so the command names
+ * the other per-node credentials the operator must revoke at their providers.
  */
 import type { Command } from 'commander';
 import { MeshError } from '../../agent/errors.js';
@@ -10,7 +12,7 @@ import { fingerprint } from '../../agent/sign/sshsig.js';
 import type { NodeIdentity } from '../../schema/fleet.js';
 import { commitPaths, openFleet, type Fleet } from '../fleet.js';
 import { currentNodeKey } from './signers.js';
-import { earlierKeys, readIdentity, writeIdentity } from './token.js';
+import { earlierKeys, readIdentity, withoutCredentials, writeIdentity } from './token.js';
 
 export interface Revoked {
   node: string;
@@ -28,9 +30,10 @@ export async function revokeNode(fleet: Fleet, node: string): Promise<Revoked> {
   const identity: NodeIdentity = { node, generation: previous.generation + 1, ...earlierKeys(previous), ...(previous.retired ? { retired: true } : {}) };
   const file = writeIdentity(fleet, identity, 'revoke');
   const commit = await commitPaths(fleet.git, [file], `revoke ${node}: generation ${identity.generation}, no token`);
-  const url = (await fleet.git.getRemotes(true)).find((r) => r.name === 'origin')?.refs.push ?? 'the fleet repo';
+  const origin = (await fleet.git.getRemotes(true)).find((r) => r.name === 'origin')?.refs.push;
+  const url = origin ? withoutCredentials(origin) : 'the fleet repo';
   const credentials = [
-    `the git credential ${node} pushes its reports with (refs/heads/reports/${node} at ${url}; on the machine in /etc/mesh-host/credential.json): delete it at the git server or provider`,
+    `the git credential ${node} pushes its reports with (refs/heads/reports/${node} at ${url}; on the machine in /etc/mesh-host/credential.json): mesh-cli serve refuses it at once, as soon as this commit is pushed; on any other git server, delete it there`,
     nodeKey
       ? `the node key ${fingerprint(nodeKey)} (${nodeKey.split(' ').slice(0, 2).join(' ')}): remove it wherever it was trusted by hand (authorized_keys, other allowed_signers files); 'mesh-cli signers' already leaves it out once this commit is pushed`
       : `the node key of ${node}: it has no valid report, so mesh does not know it; remove any key of ${node} trusted by hand`,
@@ -50,7 +53,7 @@ export function revokeCommand(program: Command): void {
       const revoked = await revokeNode(await openFleet(process.cwd()), node);
       if (o.json) return void console.log(JSON.stringify(revoked));
       console.log(`revoked ${node}: generation ${revoked.generation} (no token) committed as ${revoked.commit.slice(0, 12)}; push it (git push) to make it take effect`);
-      console.log(`revoke these per-node credentials at their providers; mesh cannot:`);
+      console.log(`then revoke these per-node credentials; mesh can revoke only the first, and only on its own server:`);
       for (const c of revoked.credentials) console.log(`  - ${c}`);
     });
 }

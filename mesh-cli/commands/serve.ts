@@ -1,13 +1,26 @@
+/**
+ * `mesh-cli serve --data DIR`: the embedded git server. Every request authenticates: an
+ * operator with a credential from DATA/operators (one is made, and shown once on stderr, at the
+ * first start), a node with the credential its token carried (server/mesh-auth.ts), and the
+ * pre-receive hook (server/hooks.ts) decides which refs each may push. `--open` serves without
+ * any of that, for trying mesh out on one machine, and says so. stdout's first line is always
+ * `listening on URL`; credentials are never logged (the request log names the user only).
+ */
 import type { Command } from 'commander';
 import { pino } from 'pino';
 import { MeshError } from '../../agent/errors.js';
-import { startGitServer } from '../server/git-http.js';
+import { checkedDir } from '../server/dirs.js';
+import { startGitServer, type Authorizer } from '../server/git-http.js';
+import { hooksDir, installHooks } from '../server/hooks.js';
+import { meshAuthorizer } from '../server/mesh-auth.js';
+import { ensureOperators, operatorsFile } from '../server/operators.js';
 
 interface ServeOptions {
   data?: string;
   port: string;
   host: string;
   packages?: string;
+  open?: boolean;
 }
 
 /** Register `serve`: the embedded git server (and package repository) on a commander program. */
@@ -19,6 +32,7 @@ export function serveCommand(program: Command): Command {
     .option('--port <n>', 'TCP port to listen on; 0 picks a free one', '8080')
     .option('--host <addr>', 'address to listen on', '127.0.0.1')
     .option('--packages <dir>', 'folder served read-only under /packages/ (the fleet apt repository)')
+    .option('--open', 'serve without authentication: anyone who can connect may read and push (for trying mesh out)')
     .action(async (opts: ServeOptions) => {
       await serve(opts);
     });
@@ -36,19 +50,40 @@ async function serve(opts: ServeOptions): Promise<void> {
   const stopped = new Promise<NodeJS.Signals>((resolve) => { onSignal = resolve; });
   process.on('SIGINT', onSignal).on('SIGTERM', onSignal);
   try {
+    const access = await accessControl(opts.data, Boolean(opts.open));
     const server = await startGitServer({
       data: opts.data,
       host: opts.host,
       port,
       ...(opts.packages === undefined ? {} : { packages: opts.packages }),
+      ...(access.authorize ? { authorize: access.authorize } : {}),
       log: (msg, fields) => logger.info(fields ?? {}, msg),
     });
+    process.stderr.write(access.notice(server.url));
     process.stdout.write(`listening on ${server.url}\n`);
     logger.info({ signal: await stopped }, 'shutting down');
     await server.close();
   } finally {
     process.off('SIGINT', onSignal).off('SIGTERM', onSignal);
   }
+}
+
+/** The Authorizer (none when open) and what to tell the person who started the server. */
+async function accessControl(data: string, open: boolean): Promise<{ authorize?: Authorizer; notice: (url: string) => string }> {
+  if (open) return { notice: () => 'mesh-cli serve: --open: no authentication; anyone who can connect may read and push every repository\n' };
+  const real = await checkedDir(data, 'data');
+  const secret = ensureOperators(real);
+  const authorize = meshAuthorizer(real, installHooks(hooksDir(real)));
+  const file = operatorsFile(real);
+  return {
+    authorize,
+    notice: (url) =>
+      secret === null
+        ? `mesh-cli serve: operators from ${file}; nodes authenticate with the credential of their token\n`
+        : `mesh-cli serve: created ${file} with one operator credential (only its sha256 is kept; this is the one time it is shown):\n` +
+          `mesh-cli serve: operator credential: operator:${secret}\n` +
+          `mesh-cli serve: use it in the fleet checkout's remote, e.g. ${url.replace('://', `://operator:${secret}@`)}NAME.git\n`,
+  };
 }
 
 function parsePort(text: string): number {

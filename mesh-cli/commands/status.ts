@@ -2,14 +2,19 @@
  * `mesh-cli status`: one `git fetch` of main and every report branch, every report verified
  * against the identity chain on main, one row per node and a summary line. Nothing here
  * trusts a report because of where it is: a report whose signature does not verify is
- * shown as such, never as applied. `--commit` (rollout.ts), `--node` (history.ts) and
- * `--html` (html.ts) are other views of the same verified reports.
+ * shown as such, never as applied. Each node's report chain is checked too (chain.ts): a
+ * replayed, reordered or forked chain is flagged on its row. A fleet whose hosts do not check
+ * commit signatures (`trust: none`) says so on every line. `--commit` (rollout.ts), `--node`
+ * (history.ts) and `--html` (html.ts) are other views of the same verified reports.
  */
 import { InvalidArgumentError, type Command } from 'commander';
 import { writeFileSync } from 'node:fs';
 import { MeshError } from '../../agent/errors.js';
 import type { SignatureVerdict } from '../../agent/verify-report.js';
-import type { Report } from '../../schema/report.js';
+import { MeshConfig } from '../../schema/fleet.js';
+import { loadYaml } from '../../schema/load.js';
+import type { Report, Signer } from '../../schema/report.js';
+import { checkChains, type ChainVerdict } from '../chain.js';
 import { openFleet, type Fleet } from '../fleet.js';
 import { formatHistory, reportHistory } from '../history.js';
 import { age, parseDuration } from '../duration.js';
@@ -34,6 +39,12 @@ export interface NodeStatus {
   errors?: string[];
   /** What a report whose signature is not valid claims; never shown as the node's state. */
   claimed?: { lastContact: string; commit: string | null; outcome: Report['outcome'] };
+  /** The node's report chain: ok, or replayed / reordered / forked (chain.ts). */
+  chain: ChainVerdict;
+  /** Who signed the commit the last valid report names, as the host verified it (null: unsigned, refused or unchecked). */
+  signer: Signer | null;
+  /** Whether the host checks commit signatures: its last report's word, else mesh.yaml's on main. */
+  trust: 'signed' | 'none';
 }
 
 /** Fetch reports and main from origin (unless `fetch` is false) and verify every node's last report. */
@@ -42,6 +53,8 @@ export async function fleetStatus(fleet: Fleet, opts: { fetch: boolean }): Promi
   const declared = (await fleet.git.raw(['ls-tree', '-d', '--name-only', `${mainRef(fleet)}:nodes`]).catch(() => '')).split('\n').filter(Boolean);
   const nodes = [...new Set([...declared, ...(await reportedNodes(fleet))])].sort();
   const reports = await lastReports(fleet, nodes);
+  const chains = await checkChains(fleet, nodes, reports);
+  const fleetTrust = await trustOnMain(fleet);
   return nodes.map((node) => {
     const verified = reports.get(node)!;
     const r = verified.report;
@@ -60,9 +73,25 @@ export async function fleetStatus(fleet: Fleet, opts: { fetch: boolean }): Promi
       ...(verified.reason ? { reason: verified.reason } : {}),
       ...(failures.length ? { errors: failures } : {}),
       ...(r && !t ? { claimed: { lastContact: r.observedAt, commit: r.commit, outcome: r.outcome } } : {}),
+      chain: chains.get(node) ?? 'ok',
+      signer: t?.signer ?? null,
+      trust: fleetTrust === 'none' ? 'none' : (t?.trust ?? fleetTrust),
     };
   });
 }
+
+/** mesh.yaml's `trust` on the fetched main (the checkout's own mesh.yaml when main was not fetched). */
+async function trustOnMain(fleet: Fleet): Promise<'signed' | 'none'> {
+  const text = await fleet.git.raw(['show', `${mainRef(fleet)}:mesh.yaml`]).catch(() => null);
+  const loaded = text === null ? null : loadYaml(text, 'mesh.yaml', MeshConfig);
+  return loaded?.ok ? loaded.value.trust : fleet.config.trust;
+}
+
+const CHAIN_NOTES: Record<Exclude<ChainVerdict, 'ok'>, string> = {
+  replayed: 'the last report is older than one status has already seen: the report branch was rewound to a replayed report',
+  reordered: 'the last report does not follow the report before it on its branch (wrong previous hash or sequence)',
+  forked: 'the report branch was rewritten: its tip does not descend from the tip status saw before',
+};
 
 /** The table a person reads: node, last contact with its age, commit, outcome, host version, signature. */
 export function formatStatus(rows: NodeStatus[], now: Date): string {
@@ -70,11 +99,14 @@ export function formatStatus(rows: NodeStatus[], now: Date): string {
   for (const r of rows) {
     const contact = r.lastContact ? `${r.lastContact.slice(0, 19)}Z (${age(now.getTime() - Date.parse(r.lastContact))} ago)` : r.claimed ? 'unknown' : 'never';
     const outcome = r.outcome ?? (r.claimed ? `(claims ${r.claimed.outcome}, unverified)` : 'no report');
-    table.push([r.node, contact, r.commit?.slice(0, 12) ?? '-', outcome, r.hostVersion ?? '-', r.signature]);
+    const signature = r.chain === 'ok' ? r.signature : `${r.signature}, chain ${r.chain}`;
+    table.push([r.node, contact, r.commit?.slice(0, 12) ?? '-', outcome, r.hostVersion ?? '-', signature]);
   }
   const widths = table[0]!.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
-  const lines = table.map((row) => row.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd());
+  const unchecked = (i: number) => (i > 0 && rows[i - 1]!.trust === 'none' ? '  (trust: none: commit signatures are not checked)' : '');
+  const lines = table.map((row, i) => row.map((c, j) => c.padEnd(widths[j]!)).join('  ').trimEnd() + unchecked(i));
   for (const r of rows) {
+    if (r.chain !== 'ok') lines.push(`${r.node}: chain ${r.chain}: ${CHAIN_NOTES[r.chain]}`);
     if (r.reason && r.signature !== 'valid') lines.push(`${r.node}: signature ${r.signature}: ${r.reason}`);
     if (r.signature === 'valid') for (const e of r.errors ?? []) lines.push(`${r.node}: ${e}`);
   }
@@ -84,13 +116,17 @@ export function formatStatus(rows: NodeStatus[], now: Date): string {
 /** One line over the whole fleet, e.g. "4 nodes: 2 applied, 1 failed, 1 no report; 1 ineligible; 3 on main (abc123456789)". */
 export function summarize(rows: NodeStatus[], mainTip: string | null, mainBranch = 'main'): string {
   const count = (pred: (r: NodeStatus) => boolean) => rows.filter(pred).length;
-  const outcomes = ['applied', 'failed', 'enrolled', 'ineligible', 'retired'] as const;
+  const outcomes = ['applied', 'failed', 'untrusted', 'enrolled', 'ineligible', 'retired'] as const;
   const parts = outcomes.map((o) => [count((r) => r.outcome === o), o] as const).filter(([n]) => n > 0).map(([n, o]) => `${n} ${o}`);
   const none = count((r) => r.outcome === null && r.signature === 'missing');
   if (none) parts.push(`${none} no report`);
   const notes = [parts.join(', ') || 'no reports'];
   const bad = count((r) => r.signature === 'invalid' || r.signature === 'revoked');
   if (bad) notes.push(`${bad} with a report whose signature is not valid`);
+  const broken = count((r) => r.chain !== 'ok');
+  if (broken) notes.push(`${broken} with a replayed, reordered or forked report chain`);
+  const unchecked = count((r) => r.trust === 'none');
+  if (unchecked) notes.push(`${unchecked} not checking commit signatures (trust: none)`);
   const ineligible = count((r) => r.eligible === false && r.outcome !== 'ineligible');
   if (ineligible) notes.push(`${ineligible} more ineligible`);
   if (mainTip) notes.push(`${count((r) => r.commit === mainTip)} at ${mainBranch}'s tip (${mainTip.slice(0, 12)})`);

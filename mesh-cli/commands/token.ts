@@ -4,6 +4,11 @@
  * never stored. Pushing the commit is what makes the token valid (deploy is `git push`),
  * and it revokes every earlier identity of the node; the earlier token keys stay listed
  * (`previous`) so that the node's earlier reports remain verifiable as revoked.
+ *
+ * The token also carries the fleet's trusted signer keys (the host's first trusted set) and
+ * the node's own git credential: 32 random bytes, of which node.yaml keeps only the sha256,
+ * which is what `mesh-cli serve` checks. A new token replaces the credential, and with it
+ * revokes the old one on the embedded server as soon as the commit is pushed.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -14,6 +19,7 @@ import { NODE_NAME, NodeIdentity } from '../../schema/fleet.js';
 import { loadYamlOrThrow } from '../../schema/load.js';
 import type { TokenFile } from '../../schema/token.js';
 import { commitPaths, type Fleet } from '../fleet.js';
+import { newSecret, passwordHash } from '../server/operators.js';
 
 export interface IssuedToken {
   token: TokenFile;
@@ -22,9 +28,10 @@ export interface IssuedToken {
 }
 
 /** Issue a token for `node` in `fleet`. */
-export async function issueToken(fleet: Fleet, node: string, opts: { url?: string; expiresMs: number; now: Date }): Promise<IssuedToken> {
+export async function issueToken(fleet: Fleet, node: string, opts: { url?: string; expiresMs: number; now: Date; credential?: boolean }): Promise<IssuedToken> {
   if (!NODE_NAME.test(node)) throw new MeshError('E_BAD_NODE', `'${node}' is not a valid node name: use lower-case letters, digits and -, at most 63 characters`);
-  const url = opts.url ?? (await originUrl(fleet));
+  const url = withoutCredentials(opts.url ?? (await originUrl(fleet)));
+  const password = opts.credential === false ? null : newSecret();
   const previous = readIdentity(fleet, node);
   const keys = generateKeyPair();
   const expires = new Date(opts.now.getTime() + opts.expiresMs).toISOString();
@@ -34,6 +41,7 @@ export async function issueToken(fleet: Fleet, node: string, opts: { url?: strin
     generation: (previous?.generation ?? 0) + 1,
     token: { publicKey: sshPublicKey(keys.publicKey, `token-${node}`), issuedAt: opts.now.toISOString(), expires },
     ...earlierKeys(previous),
+    ...(password ? { credential: { sha256: passwordHash(password) } } : {}),
   };
   const file = writeIdentity(fleet, identity, 'token issue');
   const commit = await commitPaths(fleet.git, [file], `token: issue ${node} generation ${identity.generation}`);
@@ -45,11 +53,26 @@ export async function issueToken(fleet: Fleet, node: string, opts: { url?: strin
     generation: identity.generation,
     secret: encodePrivateKey(keys.privateKey),
     expires,
-    signers: fleet.config.signers.map((s) => s.key),
+    signers: fleet.config.signers.map((s) => `${s.key.split(/\s+/).slice(0, 2).join(' ')} ${s.name}`),
+    trust: fleet.config.trust,
     mainBranch: fleet.config.mainBranch,
+    ...(password ? { credential: { username: node, password } } : {}),
   };
-  const text = `# mesh enrolment token for ${node}: carry it to the machine and run\n#   mesh-host enrol --token-file FILE\n# It is shown once, expires ${expires}, and is valid once the commit ${commit.slice(0, 12)} is pushed.\n${stringify(token)}`;
+  const text = `# mesh enrolment token for ${node}: carry it to the machine and run\n#   mesh-host enrol --token-file FILE\n# It holds secrets (the token key${password ? " and the node's git credential" : ''}): keep it private and delete it once used.\n# It is shown once, expires ${expires}, and is valid once the commit ${commit.slice(0, 12)} is pushed.\n${stringify(token)}`;
   return { token, text, commit };
+}
+
+/** `url` without a user name or password in it: the operator's credential never goes into a token. */
+export function withoutCredentials(url: string): string {
+  try {
+    const u = new URL(url);
+    if (!u.username && !u.password) return url;
+    u.username = '';
+    u.password = '';
+    return u.toString();
+  } catch {
+    return url;
+  }
 }
 
 /** `node`'s identity from nodes/NODE/node.yaml in the checkout, or null when it has none. */

@@ -8,6 +8,8 @@ export interface CgiContext {
   pathInfo: string;
   query: string;
   user: string;
+  /** MESH_ROLE for git's hooks; absent when the server is open. */
+  role?: string;
   gitConfig: Array<[string, string]>;
 }
 
@@ -18,7 +20,7 @@ export interface CgiRun {
 }
 
 // Variables a CGI program reads: never inherit them from whoever started the server.
-const CGI_NAMES = /^(GIT_|HTTP_|PATH_INFO$|PATH_TRANSLATED$|QUERY_STRING$|REQUEST_METHOD$|CONTENT_|REMOTE_|SERVER_)/;
+const CGI_NAMES = /^(GIT_|HTTP_|MESH_ROLE$|PATH_INFO$|PATH_TRANSLATED$|QUERY_STRING$|REQUEST_METHOD$|CONTENT_|REMOTE_|SERVER_)/;
 
 /** The environment for `git http-backend`: this process's env minus CGI/GIT_ variables, plus the request. */
 export function cgiEnv(ctx: CgiContext, req: IncomingMessage): NodeJS.ProcessEnv {
@@ -35,6 +37,7 @@ export function cgiEnv(ctx: CgiContext, req: IncomingMessage): NodeJS.ProcessEnv
     REMOTE_USER: ctx.user,
     REMOTE_ADDR: req.socket.remoteAddress ?? '',
   });
+  if (ctx.role !== undefined) env.MESH_ROLE = ctx.role;
   // No CONTENT_LENGTH on purpose: with it, git 2.39's http-backend copies a receive-pack body in a
   // loop that spins forever at 100% CPU when stdin hits EOF early (a dead server or client). Without
   // it, git reads the body until EOF, which our pipe delivers when the request ends or we die.

@@ -2,9 +2,11 @@
  * A real fleet for end-to-end tests: the built mesh-cli serving a bare repository through
  * the real `git http-backend` on 127.0.0.1, an operator checkout driven by the real git
  * binary, and simulated machines, each a temporary --root folder running the built mesh-host.
+ * The fleet is a signed one, as `mesh-cli init` makes it: the checkout signs every commit with
+ * a key made for the test (never the real ~/.ssh), and talks to the server as its operator.
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -53,18 +55,28 @@ export interface Server {
   url: string;
   proc: ChildProcess;
   data: string;
+  /** The operator credential's secret, when this start created DATA/operators. */
+  operator?: string;
+  /** Everything the server wrote to stderr so far (its request log). */
+  stderr(): string;
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
-/** Start `mesh-cli serve --port 0` on `data` and wait for its first line. */
-export async function startServer(data: string, port = 0): Promise<Server> {
-  const proc = spawn('node', [MESH_CLI, 'serve', '--data', data, '--port', String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });
-  proc.stderr!.resume();
-  const first = await new Promise<string>((resolve, reject) => {
-    const lines = createInterface({ input: proc.stdout! });
-    lines.once('line', (l) => resolve(l));
-    proc.once('exit', (code) => reject(new Error(`mesh-cli serve exited with ${code}`)));
-  });
+/**
+ * Start `mesh-cli serve --port 0` on `data` and wait for its first line. It authenticates when
+ * `auth` is set or `data` already has an operators file (a restart of an authenticated server);
+ * otherwise it runs `--open`.
+ */
+export async function startServer(data: string, port = 0, opts: { auth?: boolean } = {}): Promise<Server> {
+  const auth = opts.auth ?? existsSync(join(data, 'operators'));
+  const created = auth && !existsSync(join(data, 'operators'));
+  const proc = spawn('node', [MESH_CLI, 'serve', '--data', data, '--port', String(port), ...(auth ? [] : ['--open'])], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const exited = new Promise<never>((_, reject) => proc.once('exit', (code) => reject(new Error(`mesh-cli serve exited with ${code}`))));
+  exited.catch(() => {});
+  const log: string[] = [];
+  const operator = firstMatch(createInterface({ input: proc.stderr! }), log, /operator credential: operator:(\S+)$/);
+  const first = await Promise.race([new Promise<string>((resolve) => createInterface({ input: proc.stdout! }).once('line', resolve)), exited]);
+  const secret = created ? await Promise.race([operator, exited]) : undefined;
   const url = first.replace(/^listening on /, '');
   const stop = (signal: NodeJS.Signals = 'SIGTERM') =>
     new Promise<void>((resolve) => {
@@ -72,14 +84,41 @@ export async function startServer(data: string, port = 0): Promise<Server> {
       proc.once('exit', () => resolve());
       proc.kill(signal);
     });
-  return { url, proc, data, stop };
+  return { url, proc, data, ...(secret ? { operator: secret } : {}), stderr: () => log.join('\n'), stop };
+}
+
+/** The first capture of `re` in `lines`, which are all kept in `log` (read to the end, so the pipe never fills). */
+function firstMatch(lines: ReturnType<typeof createInterface>, log: string[], re: RegExp): Promise<string> {
+  return new Promise((resolve) => lines.on('line', (l) => {
+    log.push(l);
+    const m = re.exec(l);
+    if (m) resolve(m[1]!);
+  }));
+}
+
+/** The URL of repository `name` on `server` with the operator's credential in it, as a fleet checkout's origin has it. */
+export function operatorUrl(server: Server, secret: string, name = 'fleet.git'): string {
+  return `${server.url.replace('://', `://operator:${secret}@`)}${name}`;
+}
+
+/** A new ed25519 key pair for signing commits in a test (`file` and `file.pub`); returns the private key file. */
+export function signingKey(file: string, comment = 'test operator'): string {
+  execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', comment, '-f', file]);
+  return file;
 }
 
 export interface TestFleet {
   dir: string;
   checkout: string;
   server: Server;
+  /** The fleet repo's URL with the operator credential in it (the checkout's origin). */
   repoUrl: string;
+  /** The same URL without a credential (what a token carries). */
+  plainUrl: string;
+  /** The operator credential's secret. */
+  operator: string;
+  /** The private key that signs the checkout's commits (trusted in mesh.yaml). */
+  signingKey: string;
   /** Issue a token for `node`, push it, and enrol a new simulated machine (with a dpkg database: eligible); returns its root. */
   enrol(node: string): Promise<string>;
   /** Write files in the checkout, commit and push; returns the new commit. */
@@ -93,11 +132,15 @@ export async function createFleet(): Promise<TestFleet> {
   const data = join(dir, 'data');
   mkdirSync(data);
   await git(data, 'init', '--quiet', '--bare', '--initial-branch=main', 'fleet.git');
-  const server = await startServer(data);
-  const repoUrl = `${server.url}fleet.git`;
+  const server = await startServer(data, 0, { auth: true });
+  const operator = server.operator!;
+  const repoUrl = operatorUrl(server, operator);
+  const key = signingKey(join(dir, 'operator_ed25519'));
   const checkout = join(dir, 'fleet');
-  const init = await cli(dir, 'init', checkout);
+  const init = await cli(dir, 'init', checkout, '--signing-key', key, '--signer', 'test@localhost');
   if (init.code !== 0) throw new Error(init.stderr);
+  await git(checkout, 'config', 'user.name', 'test');
+  await git(checkout, 'config', 'user.email', 'test@localhost');
   await git(checkout, 'remote', 'add', 'origin', repoUrl);
   await git(checkout, 'push', '--quiet', '-u', 'origin', 'main');
   const fleet: TestFleet = {
@@ -105,6 +148,9 @@ export async function createFleet(): Promise<TestFleet> {
     checkout,
     server,
     repoUrl,
+    plainUrl: `${server.url}fleet.git`,
+    operator,
+    signingKey: key,
     async enrol(node) {
       const tokenFile = join(dir, `${node}.token`);
       const issued = await cli(checkout, 'token', 'issue', node, '--out', tokenFile);

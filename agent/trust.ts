@@ -1,0 +1,133 @@
+/**
+ * Whether the host may use a tip of main: the checks `git verify-commit` makes with an
+ * allowed_signers file (an SSH signature, namespace "git", by a trusted key), and that the tip
+ * descends from the last commit the host accepted (never backwards). The trusted keys change
+ * only through a commit that passes the check against the keys trusted before it; `trust: none`
+ * takes effect the same way. An operator allows a rollback with a marker commit at the tip,
+ * signed by a trusted key, whose message ends with `Mesh-Allow-Rollback: <last applied commit or any>`.
+ */
+import { loadYaml } from '../schema/load.js';
+import { MeshConfig } from '../schema/fleet.js';
+import type { Signer } from '../schema/report.js';
+import { descendsDeepening, readCommitBytes } from './ancestry.js';
+import { parseCommitObject, trailers, type CommitObject } from './commit-object.js';
+import type { TreeReader } from './declaration.js';
+import { fingerprint, sameKey, verifySsh } from './sign/sshsig.js';
+import { keysOfLines, type TrustedKey, type TrustState } from './trust-state.js';
+
+export const ROLLBACK_TRAILER = 'Mesh-Allow-Rollback';
+
+/** A refusal: a stable code, a message that says what to do, and who signed the refused commit (null: nobody trusted). */
+export interface Refusal {
+  code: 'E_UNSIGNED' | 'E_UNTRUSTED_SIGNER' | 'E_BAD_SIGNATURE' | 'E_BAD_COMMIT' | 'E_ROLLBACK' | 'E_ANCESTRY_UNKNOWN';
+  message: string;
+  signer: Signer | null;
+}
+
+export type CommitVerdict = { ok: true; signer: Signer } | ({ ok: false } & Refusal);
+
+/** Check the signature of the raw commit object `raw` against `keys`. Never throws. */
+export function verifyCommit(raw: Uint8Array, keys: TrustedKey[]): CommitVerdict {
+  const parsed = parseCommitObject(raw);
+  if (!parsed.ok) return { ok: false, code: 'E_BAD_COMMIT', message: `the commit cannot be read: ${parsed.reason}`, signer: null };
+  return verifyParsed(parsed.commit, keys);
+}
+
+function verifyParsed(commit: CommitObject, keys: TrustedKey[]): CommitVerdict {
+  const kind = commit.signatureKind;
+  if (kind === 'none') return { ok: false, code: 'E_UNSIGNED', message: 'it is not signed', signer: null };
+  if (kind !== 'ssh') return { ok: false, code: 'E_BAD_SIGNATURE', message: `it carries ${kind === 'pgp' ? 'an OpenPGP' : 'an unknown kind of'} signature; mesh checks SSH signatures (gpg.format=ssh)`, signer: null };
+  const sig = verifySsh(commit.payload, commit.signature!, 'git');
+  if (!sig.ok) return { ok: false, code: 'E_BAD_SIGNATURE', message: `its signature does not verify: ${sig.reason}`, signer: null };
+  const print = fingerprint(sig.publicKey);
+  const known = keys.find((k) => safeSame(k.key, sig.publicKey));
+  if (!known) return { ok: false, code: 'E_UNTRUSTED_SIGNER', message: `it is signed by ${print}, which is not a trusted signer of this fleet`, signer: { fingerprint: print, name: null } };
+  return { ok: true, signer: { fingerprint: print, name: known.name } };
+}
+
+/** What the host reads to decide: its git dir, files of a commit, and a way to fetch more history. */
+export interface TipSource {
+  gitdir: string;
+  tree(commit: string): TreeReader;
+  deepen(depth: number): Promise<void>;
+}
+
+export type TipVerdict = { ok: true; signer: Signer | null; state: TrustState } | ({ ok: false } & Refusal);
+
+/** Decide whether `tip` may be used, given the host's trust `state`; on success, the state after it. */
+export async function checkTip(src: TipSource, state: TrustState, tip: string, now: Date): Promise<TipVerdict> {
+  const anchor = state.anchor;
+  if (anchor?.commit === tip) return { ok: true, signer: anchor.signer, state };
+  const raw = await readCommitBytes(src.gitdir, tip);
+  const parsed = raw === null ? null : parseCommitObject(raw);
+  if (!parsed?.ok) return { ok: false, code: 'E_BAD_COMMIT', message: `${short(tip)} cannot be read from the local repository${parsed ? `: ${parsed.reason}` : ''}`, signer: null };
+  const commit = parsed.commit;
+  let verdict: CommitVerdict | null = state.mode === 'signed' ? verifyParsed(commit, state.signers) : null;
+  if (anchor) {
+    const ancestry = await descendsDeepening(src.gitdir, tip, anchor.commit, src.deepen);
+    if (ancestry !== 'yes') {
+      const marked = trailers(commit.message, ROLLBACK_TRAILER).some((v) => v === 'any' || (v.length >= 12 && anchor.commit.startsWith(v)));
+      if (!marked || (verdict && !verdict.ok)) return rollback(tip, anchor.commit, ancestry, marked, verdict);
+    } else if (verdict && !verdict.ok) {
+      const keys = await rotatedKeys(src, state, tip, anchor.commit);
+      if (keys) verdict = verifyParsed(commit, keys);
+    }
+  }
+  if (verdict && !verdict.ok) return { ...verdict, message: `main's tip ${short(tip)} is not applied: ${verdict.message}` };
+  const signer = verdict?.ok ? verdict.signer : null;
+  const settings = await fleetTrust(src.tree(tip));
+  return { ok: true, signer, state: { format: 1, ...(settings ?? { mode: state.mode, signers: state.signers }), anchor: { commit: tip, signer, at: now.toISOString() } } };
+}
+
+function rollback(tip: string, anchor: string, ancestry: 'no' | 'unknown', marked: boolean, verdict: CommitVerdict | null): { ok: false } & Refusal {
+  const why = ancestry === 'no' ? `does not descend from ${short(anchor)}, the last commit this host applied (main was force-pushed back or rewritten)` : `cannot be shown to descend from ${short(anchor)}, the last commit this host applied, within the history it fetched`;
+  const marker = marked && verdict && !verdict.ok ? `; its ${ROLLBACK_TRAILER} marker does not count because ${verdict.message}` : '';
+  const allow = `to allow going back, commit on top of the older main a marker signed by a trusted key, with the trailer '${ROLLBACK_TRAILER}: ${anchor}' (or 'any'), and push it`;
+  const signer = verdict?.ok ? verdict.signer : verdict ? verdict.signer : null;
+  return { ok: false, code: ancestry === 'no' ? 'E_ROLLBACK' : 'E_ANCESTRY_UNKNOWN', message: `rollback refused: main's tip ${short(tip)} ${why}${marker}; ${allow}`, signer };
+}
+
+/**
+ * The keys trusted at `tip` when the signers changed between `anchor` and it: walking main's
+ * first-parent line from the anchor, a commit that changes mesh.yaml counts only if the keys
+ * trusted just before it signed it. Null when the line does not reach the anchor.
+ */
+async function rotatedKeys(src: TipSource, state: TrustState, tip: string, anchor: string): Promise<TrustedKey[] | null> {
+  const line: Array<{ oid: string; commit: CommitObject }> = [];
+  for (let oid = tip; oid !== anchor; ) {
+    const raw = line.length < 1000 ? await readCommitBytes(src.gitdir, oid) : null;
+    const parsed = raw === null ? null : parseCommitObject(raw);
+    if (!parsed?.ok || parsed.commit.parents.length === 0) return null;
+    line.unshift({ oid, commit: parsed.commit });
+    oid = parsed.commit.parents[0]!;
+  }
+  let keys = state.signers;
+  let before = await src.tree(anchor).read('mesh.yaml');
+  for (const { oid, commit } of line) {
+    const text = await src.tree(oid).read('mesh.yaml');
+    if (text !== before && verifyParsed(commit, keys).ok) keys = (await fleetTrust(src.tree(oid)))?.signers ?? keys;
+    before = text;
+  }
+  return keys;
+}
+
+/** mesh.yaml's trust settings at a commit, or null when it has none that can be read. */
+async function fleetTrust(tree: TreeReader): Promise<Pick<TrustState, 'mode' | 'signers'> | null> {
+  const text = await tree.read('mesh.yaml').catch(() => null);
+  if (text === null) return null;
+  const loaded = loadYaml(text, 'mesh.yaml', MeshConfig);
+  if (!loaded.ok) return null;
+  return { mode: loaded.value.trust, signers: loaded.value.signers.map((s) => ({ name: s.name, key: keysOfLines([s.key])[0]!.key })) };
+}
+
+function safeSame(a: string, b: string): boolean {
+  try {
+    return sameKey(a, b);
+  } catch {
+    return false;
+  }
+}
+
+function short(oid: string): string {
+  return oid.slice(0, 12);
+}

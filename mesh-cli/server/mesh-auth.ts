@@ -1,0 +1,77 @@
+/**
+ * Who may do what on `mesh-cli serve`. An operator (DATA/operators) may read and push; a node
+ * authenticates as itself with the credential its token carried, checked against the sha256
+ * that nodes/<node>/node.yaml names on the main branch of the repository it asks for. The
+ * identity is read from git at every change of main (cached by main's commit), so a pushed
+ * `mesh-cli revoke` or a new token refuses the old credential at once. What a node may push is
+ * decided by the pre-receive hook (hooks.ts); its advertisements hide every other node's
+ * report branch, so they stay small however many nodes the fleet has.
+ */
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { NODE_NAME, NodeIdentity } from '../../schema/fleet.js';
+import { loadYaml } from '../../schema/load.js';
+import type { Authorizer, AuthResult } from './auth.js';
+import { matchesHash, Operators, operatorsFile } from './operators.js';
+
+const run = promisify(execFile);
+const REFUSED: AuthResult = { ok: false, status: 401, message: 'mesh: authentication failed: use an operator credential or the node credential from its token' };
+
+/** The Authorizer for the bare repositories in `data`, with git hooks from `hooksDir`. */
+export function meshAuthorizer(data: string, hooksDir: string): Authorizer {
+  const operators = new Operators(operatorsFile(data));
+  const identities = new IdentityCache(data);
+  const hooks: Array<[string, string]> = [['core.hooksPath', hooksDir]];
+  return async ({ user, password, repo }) => {
+    if (user === null || password === null || user === '') return REFUSED;
+    const operator = operators.check(user, password);
+    if (operator === 'ok') return { ok: true, user, role: 'operator', gitConfig: hooks };
+    if (operator === 'bad' || !NODE_NAME.test(user)) return REFUSED;
+    const hash = (await identities.get(repo, user))?.credential?.sha256;
+    if (hash === undefined || !matchesHash(password, hash)) return REFUSED;
+    return { ok: true, user, role: 'node', gitConfig: [...hooks, ...nodeRefs(user)] };
+  };
+}
+
+/** Per-node config: advertise main and the node's own report branch, not the other nodes' (hideRefs: later entries win). */
+export function nodeRefs(node: string): Array<[string, string]> {
+  return ['uploadpack.hideRefs', 'receive.hideRefs'].flatMap((key): Array<[string, string]> => [
+    [key, 'refs/heads/reports/'],
+    [key, `!refs/heads/reports/${node}`],
+  ]);
+}
+
+/** Node identities read from the main branch (HEAD) of each repository, cached per commit of main. */
+class IdentityCache {
+  private readonly repos = new Map<string, { main: string; nodes: Map<string, NodeIdentity | null> }>();
+
+  constructor(private readonly data: string) {}
+
+  async get(repo: string, node: string): Promise<NodeIdentity | null> {
+    const dir = join(this.data, repo);
+    const main = await git(dir, ['rev-parse', '--verify', '--quiet', 'HEAD^{commit}']);
+    if (!main) return null;
+    let cached = this.repos.get(repo);
+    if (cached?.main !== main) this.repos.set(repo, (cached = { main, nodes: new Map() }));
+    if (!cached.nodes.has(node)) cached.nodes.set(node, await readIdentity(dir, main, node));
+    return cached.nodes.get(node) ?? null;
+  }
+}
+
+async function readIdentity(dir: string, main: string, node: string): Promise<NodeIdentity | null> {
+  const text = await git(dir, ['cat-file', 'blob', `${main}:nodes/${node}/node.yaml`]);
+  if (text === null) return null;
+  const loaded = loadYaml(text, `nodes/${node}/node.yaml`, NodeIdentity);
+  return loaded.ok && loaded.value.node === node ? loaded.value : null;
+}
+
+/** git's stdout (trimmed for rev-parse), or null when it fails. */
+async function git(dir: string, args: string[]): Promise<string | null> {
+  try {
+    const { stdout } = await run('git', ['--git-dir', dir, ...args], { maxBuffer: 2 * 1024 * 1024, env: { ...process.env, GIT_CONFIG_NOSYSTEM: '1' } });
+    return args[0] === 'rev-parse' ? stdout.trim() || null : stdout;
+  } catch {
+    return null;
+  }
+}

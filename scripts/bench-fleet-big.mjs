@@ -1,0 +1,101 @@
+// Bench phase 2: a fleet of 10,000 nodes. Node identities and declarations are generated in
+// one commit; each node's reports are made by the real report code (built, signed by the
+// node key, committed) in a scratch git dir and moved to the server with one `git push`
+// instead of 10,000. A sample of real simulated hosts then measures poll, changed poll and
+// push at this size, against the server that authenticates each node and hides other
+// nodes' report branches (`mesh-cli serve`, as a fleet runs it) and against `mesh-cli serve
+// --open`, which hides nothing. `mesh-cli status` runs over all nodes.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { commitFiles, git, measured, nodeNames, perOp, pool, progress } from './bench-fleet-lib.mjs';
+
+const SAMPLE = 20;
+const REPORT = { kind: 'reconcile', digest: `sha256:${'0'.repeat(64)}`, outcome: 'applied', errors: [],
+  resources: ['directory:/srv/app', 'file:/etc/motd', 'file:/srv/app/app.ini', 'file:/srv/app/revision'].map((id) => ({ id, result: 'unchanged' })),
+  counts: { changed: 0, drift: 0, failed: 0, unchanged: 4 } };
+
+/** Run phase 2 with `n` nodes. */
+export async function bigFleet(sim, { n, work, bare, server, open, statusRun }) {
+  mkdirSync(work, { recursive: true });
+  const out = { nodes: n, setup: {} };
+  const clock = () => performance.now() / 1000;
+  progress(`phase 2: ${n} nodes, generated`);
+  let t = clock();
+  const keys = nodeNames(n).map((name) => sim.nodeKeys(name));
+  const now = new Date();
+  const files = { 'mesh.yaml': 'name: bench\nmainBranch: main\ntrust: none\nsigners: []\n' };
+  for (const k of keys) Object.assign(files, { [`nodes/${k.node}/node.yaml`]: sim.identityYaml(k, now), [`nodes/${k.node}/base.yaml`]: sim.declarationYaml(k.node) });
+  const main = commitFiles(bare, files, `fleet: ${n} nodes`);
+  out.setup.fleetS = clock() - t;
+
+  const scratch = join(work, 'scratch.git');
+  git(work, ['init', '--quiet', '--bare', scratch]);
+  const reportRound = async (round, who = keys) => {
+    progress(`report round ${round}: ${who.length} reports made by the report code, one git push`);
+    const t0 = clock();
+    await sim.generateReports(scratch, who, main, REPORT, new Date(now.getTime() + round * 15 * 60_000));
+    const t1 = clock();
+    git(scratch, ['push', '--quiet', '--force', bare, 'refs/heads/reports/*:refs/heads/reports/*']);
+    git(bare, ['pack-refs', '--all']);
+    return { generateS: t1 - t0, pushS: clock() - t1 };
+  };
+  out.setup.reports1 = await reportRound(1);
+  // The generated report commits are what a host makes: git itself accepts their SSH signature.
+  const signers = join(work, 'allowed_signers');
+  writeFileSync(signers, `${keys[0].node} ${keys[0].nodeKey}\n`);
+  out.generatedCommitVerifies = gitOk(bare, ['-c', 'gpg.format=ssh', '-c', `gpg.ssh.allowedSignersFile=${signers}`, 'verify-commit', `refs/heads/reports/${keys[0].node}`]);
+
+  // The operator's first fetch of everything (cold), then status with reports changed since the last fetch.
+  const checkout = join(work, 'operator');
+  progress('operator clone (cold)');
+  const cold = await measured(server, async () => git(work, ['clone', '--quiet', `${server.operatorUrl}fleet.git`, checkout]));
+  out.coldClone = { wallS: cold.wallS, serverCpuS: cold.serverCpuS };
+  out.setup.reports2 = await reportRound(2);
+  progress('mesh-cli status');
+  out.status = await statusRun(checkout, n);
+  out.setup.reports3 = await reportRound(3);
+  progress('status, phase by phase: as status.ts does it, then with the proposed changes (cold caches)');
+  out.statusPhases = await sim.statusPhases(checkout);
+  out.statusFast = await sim.fastStatusPhases(checkout, { fetch: false });
+  out.setup.reports4 = await reportRound(4);
+  progress('proposed status again: every report changed, caches warm');
+  out.statusFastWarm = await sim.fastStatusPhases(checkout);
+  out.setup.reports5 = await reportRound(5, keys.slice(0, Math.round(n / 10)));
+  progress('proposed status again: a tenth of the reports changed');
+  out.statusFastTenth = await sim.fastStatusPhases(checkout);
+  progress(`${SAMPLE} sample hosts on mesh-cli serve, then ${SAMPLE} more on mesh-cli serve --open`);
+  out.hidden = await sample(sim, { work: join(work, 'hidden'), server, bare, keys: keys.slice(0, SAMPLE) });
+  out.plain = await sample(sim, { work: join(work, 'plain'), server: open, bare, keys: keys.slice(SAMPLE, 2 * SAMPLE) });
+  return out;
+}
+
+function gitOk(cwd, args) {
+  try {
+    git(cwd, args);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** SAMPLE real hosts on `server`: first fetch, no-op poll, changed poll, report push; per host averages. */
+async function sample(sim, { work, server, bare, keys }) {
+  const url = `${server.url}fleet.git`;
+  const template = join(work, 'template');
+  const first = await measured(server, () => sim.fetchTemplate(template, url, keys[0]));
+  const hosts = await pool(keys, 8, (k) => sim.SimHost.open(join(work, k.node), url, k, { template }));
+  await Promise.all(hosts.map((h) => h.repo.adopt(`refs/heads/reports/${h.node}`)));
+  const meters = () => hosts.map((h) => h.meter());
+  const out = { firstFetch: { requests: first.result.requests, bytes: first.result.sent + first.result.received, serverCpuS: first.serverCpuS } };
+  let before = meters();
+  const noop = await measured(server, () => Promise.all(hosts.map((h) => h.contact())));
+  out.noopPoll = { ...perOp(before, meters()), serverCpuPerPollS: noop.serverCpuS / hosts.length };
+  commitFiles(bare, { [`nodes/${keys[0].node}/base.yaml`]: sim.declarationYaml(keys[0].node, Date.now()) }, 'one node changes', git(bare, ['rev-parse', 'main']));
+  before = meters();
+  const changed = await measured(server, () => pool(hosts, 4, (h) => h.contact()));
+  out.changedPoll = { ...perOp(before, meters()), serverCpuPerPollS: changed.serverCpuS / hosts.length };
+  before = meters();
+  const pushed = await measured(server, () => pool(hosts, 4, (h, i) => h.report(changed.result[i].body, new Date())));
+  out.push = { ...perOp(before, meters()), serverCpuPerPushS: pushed.serverCpuS / hosts.length };
+  return out;
+}

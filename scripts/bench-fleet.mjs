@@ -1,0 +1,83 @@
+#!/usr/bin/env node
+// `npm run bench:fleet`: how far one git server carries a fleet (docs/scale.md explains the
+// numbers). Phase 1 runs N real simulated hosts (default 1,000) against `mesh-cli serve`;
+// phase 2 generates a 10,000-node fleet with reports made by our own code and measures the
+// poll, the push and `mesh-cli status` at that size; phase 3 measures report growth per node
+// per day. Prints a table and writes bench-results/fleet.json.
+// Options: --nodes N (phase 1, 0 skips), --big N (phase 2, 0 skips); MESH_DIST (built CLIs), MESH_BENCH_DIR
+// (default /dev/shm), MESH_BENCH_KEEP=1 keeps the work folder.
+import { execFileSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { cpuSeconds, git, load, measured, startServer } from './bench-fleet-lib.mjs';
+import { realFleet } from './bench-fleet-real.mjs';
+import { bigFleet } from './bench-fleet-big.mjs';
+import { growth } from './bench-fleet-growth.mjs';
+import { printTable } from './bench-fleet-table.mjs';
+
+const top = join(dirname(fileURLToPath(import.meta.url)), '..');
+const dist = process.env.MESH_DIST ?? join(top, 'dist');
+const cli = join(dist, 'mesh-cli.mjs');
+const arg = (name, fallback) => { const i = process.argv.indexOf(name); return i > 0 ? Number(process.argv[i + 1]) : fallback; };
+const nodes = arg('--nodes', 1000);
+const big = arg('--big', 10_000);
+if (!existsSync(cli)) throw new Error(`${cli} is missing: build first (node scripts/build.mjs)`);
+
+// tmpfs when there is one: this VM's disk takes ~4 ms per ref lock, which would measure the disk, not git.
+const base = process.env.MESH_BENCH_DIR ?? (existsSync('/dev/shm') ? '/dev/shm' : tmpdir());
+const work = mkdtempSync(join(base, 'mesh-bench-'));
+const started = performance.now();
+const servers = [];
+const OPERATOR = randomBytes(24).toString('base64url');
+const results = { startedAt: new Date().toISOString(), machine: { cpus: cpus().length, cpu: cpus()[0]?.model, node: process.version, git: git(top, ['--version']), workDir: base } };
+
+/**
+ * A bare repo DATA/fleet.git with HEAD on main, served by `mesh-cli serve` as a fleet would run
+ * it (every request authenticated, other nodes' report branches hidden, the pre-receive hook on
+ * every push) or, with `open`, by `mesh-cli serve --open` (none of that). The operator's
+ * credential is written to DATA/operators first, so that the bench knows it.
+ */
+async function served(name, { open = false, data = join(work, name) } = {}) {
+  if (!existsSync(join(data, 'fleet.git'))) {
+    mkdirSync(data, { recursive: true });
+    git(data, ['init', '--quiet', '--bare', '--initial-branch=main', 'fleet.git']);
+    writeFileSync(join(data, 'operators'), `operator:${createHash('sha256').update(OPERATOR).digest('hex')}\n`, { mode: 0o600 });
+  }
+  const server = await startServer(cli, ['serve', '--port', '0', '--data', data, ...(open ? ['--open'] : [])]);
+  servers.push(server);
+  return { data, bare: join(data, 'fleet.git'), server: { ...server, operatorUrl: server.url.replace('://', `://operator:${OPERATOR}@`) } };
+}
+
+/** `mesh-cli status --json` in `checkout`, timed from outside (its fetch included), with its CPU time and the server's. */
+async function statusRun(checkout, expected, server) {
+  const cpu0 = cpuSeconds(process.pid); // counts the CLI and its git children once they are reaped
+  const r = await measured(server, async () => JSON.parse(execFileSync('node', [cli, 'status', '--json'], { cwd: checkout, maxBuffer: 512 * 1024 * 1024 }).toString()));
+  const rows = r.result.nodes;
+  return { nodes: rows.length, expected, valid: rows.filter((x) => x.signature === 'valid').length, totalS: r.wallS, cpuS: cpuSeconds(process.pid) - cpu0, serverCpuS: r.serverCpuS };
+}
+
+try {
+  const sim = await load(top, 'scripts/bench-fleet-sim.ts', join(work, 'sim.mjs'));
+  if (nodes > 0) {
+    const { bare, data, server } = await served('real');
+    results.real = await realFleet(sim, { n: nodes, work: join(work, 'real-hosts'), bare, server, statusRun: (c, n) => statusRun(c, n, server) });
+    results.growth = await growth(sim, { work: join(work, 'growth-hosts'), data, server });
+  }
+  if (big > 0) {
+    const served1 = await served('big');
+    const open = await served('big', { open: true, data: served1.data });
+    results.big = await bigFleet(sim, { n: big, work: join(work, 'big'), bare: served1.bare, server: served1.server, open: open.server, statusRun: (c, n) => statusRun(c, n, served1.server) });
+  }
+  results.totalS = (performance.now() - started) / 1000;
+  printTable(results);
+  mkdirSync(join(top, 'bench-results'), { recursive: true });
+  writeFileSync(join(top, 'bench-results/fleet.json'), JSON.stringify(results, null, 2) + '\n');
+  console.log(`\nwritten to bench-results/fleet.json (${results.totalS.toFixed(0)} s in all)`);
+} finally {
+  await Promise.all(servers.map((s) => s.stop()));
+  if (process.env.MESH_BENCH_KEEP) console.error(`kept ${work}`);
+  else rmSync(work, { recursive: true, force: true });
+}

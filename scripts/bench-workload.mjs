@@ -1,0 +1,62 @@
+// The benchmark's workload, identical for mesh and cf-agent: N `file` resources (a few lines
+// of content, mode 0644) spread over N/10 `directory` resources (mode 0755) directly under
+// /srv of a private root, and the drift made before each drift-repair run (10% of the files
+// get other content, another 5% are deleted).
+import { mkdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+/** The resources of a workload of `n` files: directories first, then files, in declared order. */
+export function workload(n) {
+  const dirs = Math.max(1, Math.round(n / 10));
+  const resources = [];
+  for (let d = 0; d < dirs; d++) resources.push({ type: 'directory', path: `/srv/d${d}`, mode: '0755' });
+  for (let i = 0; i < n; i++) resources.push({ type: 'file', path: `/srv/d${i % dirs}/f${i}.conf`, content: `# file ${i}\nname=f${i}\nvalue=${(i * 7919) % 1000}\n`, mode: '0644' });
+  return resources;
+}
+
+/** A mesh bundle folder declaring `resources`. */
+export function writeMeshBundle(dir, resources) {
+  mkdirSync(dir, { recursive: true });
+  const lines = ['resources:'];
+  for (const r of resources) {
+    lines.push(`  - type: ${r.type}`, `    path: ${r.path}`, `    mode: "${r.mode}"`);
+    if (r.content !== undefined) lines.push(`    content: ${JSON.stringify(r.content)}`);
+  }
+  writeFileSync(join(dir, 'base.yaml'), lines.join('\n') + '\n');
+}
+
+/**
+ * A CFEngine policy making the same promises on the machine rooted at `root`: a `files:`
+ * promise per directory (create, perms) and per file (create, content, perms). `content` is
+ * CFEngine's own way to declare a whole file's content (3.16+), like mesh's.
+ */
+export function writeCfPolicy(file, root, resources) {
+  const str = (s) => '"' + s.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\$/g, '$(const.dollar)').replace(/\n/g, '$(const.n)') + '"';
+  const out = ['body common control', '{', '  bundlesequence => { "mesh_bench" };', '}', 'body perms m(mode)', '{', '  mode => "$(mode)";', '  rxdirs => "false";', '}', 'bundle agent mesh_bench', '{', '  files:'];
+  for (const r of resources) {
+    const path = r.type === 'directory' ? `${root}${r.path}/.` : `${root}${r.path}`;
+    out.push(`    ${str(path)}`, '      create => "true",');
+    if (r.content !== undefined) out.push(`      content => ${str(r.content)},`);
+    out.push(`      perms => m("${r.mode.slice(1)}");`);
+  }
+  out.push('}');
+  writeFileSync(file, out.join('\n') + '\n');
+}
+
+/** A new, empty machine root (the folders every Debian machine has). */
+export function freshRoot(root) {
+  rmSync(root, { recursive: true, force: true });
+  for (const d of ['etc', 'srv', 'var/lib', 'tmp']) mkdirSync(join(root, d), { recursive: true });
+}
+
+/** Drift on the files of `resources` under `root`: every 10th file changed, every 20th (offset by 5) deleted. */
+export function makeDrift(root, resources) {
+  const files = resources.filter((r) => r.type === 'file');
+  let changed = 0;
+  let deleted = 0;
+  files.forEach((r, i) => {
+    if (i % 10 === 0) (writeFileSync(join(root, r.path), 'drifted\n'), changed++);
+    else if (i % 20 === 5) (unlinkSync(join(root, r.path)), deleted++);
+  });
+  return { changed, deleted };
+}

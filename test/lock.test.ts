@@ -1,0 +1,138 @@
+/**
+ * One host process per root, with real processes: a second `mesh-host apply --bundle` on a
+ * root that one is working on fails at once and says who holds it, and a lock left by a
+ * host that was killed (or by a pid that now belongs to another process) does not wedge the
+ * next run. The first host is held inside its pass by a role file that is a FIFO: it has
+ * taken the lock and blocks reading its declaration until the test writes it.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, constants, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it } from 'vitest';
+import { hostCmd, MESH_HOST, newMachine, runProgram } from './helpers/fleet.js';
+
+const ROLE = 'resources:\n  - type: file\n    path: /etc/motd\n    content: "locked\\n"\n';
+
+/** A root and a bundle whose role file is a FIFO, so a host applying it waits inside its pass. */
+async function blockedBundle(): Promise<{ root: string; bundle: string; fifo: string; lock: string }> {
+  const dir = mkdtempSync(join(tmpdir(), 'mesh-lock-'));
+  const root = newMachine(join(dir, 'root'));
+  const bundle = join(dir, 'bundle');
+  mkdirSync(join(bundle, 'roles'), { recursive: true });
+  writeFileSync(join(bundle, 'base.yaml'), 'include: [roles/web.yaml]\nresources: []\n');
+  const fifo = join(bundle, 'roles/web.yaml');
+  expect((await runProgram('mkfifo', [fifo], dir)).code).toBe(0);
+  return { root, bundle, fifo, lock: join(root, 'var/lib/mesh-host/lock') };
+}
+
+function startHost(root: string, bundle: string): { proc: ChildProcess; done: Promise<{ code: number | null; signal: string | null; stderr: string }> } {
+  const proc = spawn('node', [MESH_HOST, 'apply', '--bundle', bundle, '--root', root], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, MESH_LOG_LEVEL: 'warn' } });
+  let stderr = '';
+  proc.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
+  const done = new Promise<{ code: number | null; signal: string | null; stderr: string }>((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal, stderr })));
+  return { proc, done };
+}
+
+/** Write the role into the FIFO once the host opens it; if the host never does, unblock the writer when it has exited. */
+async function feed(fifo: string, done: Promise<unknown>): Promise<void> {
+  let fed = false;
+  const write = writeFile(fifo, ROLE).then(() => void (fed = true));
+  await Promise.race([write, done]);
+  await done;
+  if (!fed) closeSync(openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK));
+  await write;
+}
+
+async function waitFor(check: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 600; i++) {
+    if (check()) return;
+    await sleep(50);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+describe('one host process per root', () => {
+  it('a second apply on a root that one is working on fails at once, naming the holder; the first finishes', async () => {
+    const { root, bundle, fifo, lock } = await blockedBundle();
+    const first = startHost(root, bundle);
+    await waitFor(() => existsSync(lock), 'the first host to take the lock');
+    expect(readFileSync(lock, 'utf8')).toMatch(new RegExp(`^${first.proc.pid} \\d+\\n$`));
+
+    const second = await hostCmd(root, 'apply', '--bundle', bundle);
+    expect(second.code).toBe(2);
+    expect(second.stderr.trim()).toBe(`mesh-host: another mesh-host (pid ${first.proc.pid}) is working on ${root}; wait for it to finish, or stop it`);
+
+    await feed(fifo, first.done); // lets the first host read its declaration and go on
+    const end = await first.done;
+    expect(end.stderr).toBe('');
+    expect(end.code).toBe(0);
+    expect(readFileSync(join(root, 'etc/motd'), 'utf8')).toBe('locked\n');
+    expect(existsSync(lock)).toBe(false);
+  });
+
+  it('a lock left by a SIGKILLed host does not wedge the next run', async () => {
+    const { root, bundle, fifo, lock } = await blockedBundle();
+    const killed = startHost(root, bundle);
+    await waitFor(() => existsSync(lock), 'the host to take the lock');
+    killed.proc.kill('SIGKILL');
+    expect((await killed.done).signal).toBe('SIGKILL');
+    expect(readFileSync(lock, 'utf8')).toMatch(new RegExp(`^${killed.proc.pid} `)); // left behind, stale
+
+    const next = startHost(root, bundle);
+    await feed(fifo, next.done);
+    const end = await next.done;
+    expect(end.stderr).toBe('');
+    expect(end.code).toBe(0);
+    expect(readFileSync(join(root, 'etc/motd'), 'utf8')).toBe('locked\n');
+    expect(existsSync(lock)).toBe(false);
+  });
+
+  it('hosts racing to take over one stale lock: exactly one wins, the others fail at once', async () => {
+    const { root, bundle, fifo, lock } = await blockedBundle();
+    mkdirSync(join(root, 'var/lib/mesh-host'), { recursive: true });
+    writeFileSync(lock, '999999999 1\n'); // a holder that no longer exists
+    const hosts = [1, 2, 3, 4].map(() => startHost(root, bundle));
+    let exited = 0;
+    for (const h of hosts) void h.done.then(() => (exited += 1));
+    await waitFor(() => exited >= 3, 'the losers to give up'); // the winner waits on the FIFO meanwhile
+    await feed(fifo, Promise.all(hosts.map((h) => h.done)));
+    const all = await Promise.all(hosts.map((h) => h.done));
+    expect(all.filter((e) => e.code === 0)).toHaveLength(1);
+    const failed = all.filter((e) => e.code !== 0);
+    expect(failed).toHaveLength(3);
+    for (const f of failed) expect(f.stderr).toMatch(/another mesh-host \(pid \d+\) is working on/);
+    expect(existsSync(lock)).toBe(false);
+  });
+
+  it('a lock naming a live process that is not its holder (pid reused) or holding garbage is taken over', async () => {
+    const { root, bundle, lock } = await blockedBundle();
+    writeFileSync(join(bundle, 'base.yaml'), ROLE);
+    rmSync(join(bundle, 'roles'), { recursive: true }); // no FIFO to wait on
+    mkdirSync(join(root, 'var/lib/mesh-host'), { recursive: true });
+    writeFileSync(lock, `${process.pid} 1\n`); // this test runner is alive, but did not start at tick 1
+    const reused = await hostCmd(root, 'apply', '--bundle', bundle);
+    expect(reused.stderr).toBe('');
+    expect(reused.code).toBe(0);
+    writeFileSync(lock, 'not a lock');
+    const garbage = await hostCmd(root, 'apply', '--bundle', bundle);
+    expect(garbage.stderr).toBe('');
+    expect(garbage.code).toBe(0);
+    expect(existsSync(lock)).toBe(false);
+  });
+
+  it('SIGTERM releases the lock', async () => {
+    const { root, bundle, fifo, lock } = await blockedBundle();
+    const host = startHost(root, bundle);
+    await waitFor(() => existsSync(lock), 'the host to take the lock');
+    host.proc.kill('SIGTERM');
+    // The host is blocked in a read; it sees the signal when that returns, and either dies of
+    // it (releasing first) or, if its pass ends before the signal is handled, exits and releases.
+    await feed(fifo, host.done);
+    const end = await host.done;
+    expect(end.signal === 'SIGTERM' || end.code === 0, JSON.stringify(end)).toBe(true);
+    expect(existsSync(lock)).toBe(false);
+  });
+});
