@@ -30,7 +30,7 @@ export async function trustStage(host: Host, tip: string): Promise<Gate> {
   const src = { gitdir: host.paths.gitdir, tree: (c: string) => host.repo.tree(c), deepen: (depth: number) => host.repo.deepen(host.config.mainBranch, depth) };
   const verdict = await checkTip(src, state, tip, host.ctx.now());
   if (verdict.ok) {
-    if (JSON.stringify(verdict.state) !== JSON.stringify(state) || verdict.state.anchor?.commit !== state.anchor?.commit) writeTrust(host.paths, verdict.state);
+    if (JSON.stringify(verdict.state) !== JSON.stringify(state)) writeTrust(host.paths, verdict.state);
     return { commit: tip, tip, signer: verdict.signer, mode: verdict.state.mode, lastApplied: tip };
   }
   const { ok: _ok, ...refusal } = verdict;

@@ -23,6 +23,13 @@ import { REPORTS } from './reports.js';
 
 export type ChainVerdict = 'ok' | 'replayed' | 'reordered' | 'forked';
 
+/** What each verdict other than ok means, as status prints it. */
+export const CHAIN_NOTES: Record<Exclude<ChainVerdict, 'ok'>, string> = {
+  replayed: 'the last report is older than one status has already seen: the report branch was rewound to a replayed report',
+  reordered: 'the last report does not follow the report before it on its branch (wrong previous hash or sequence)',
+  forked: 'the report branch was rewritten: its tip does not descend from the tip status saw before',
+};
+
 interface Seen {
   sequence: number;
   forked: string[];

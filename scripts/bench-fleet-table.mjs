@@ -34,6 +34,7 @@ export function printTable(r) {
     ['server CPU per no-op poll', s(a.noopPoll?.serverCpuPerPollS, 3), s(h.noopPoll?.serverCpuPerPollS, 3), s(p.noopPoll?.serverCpuPerPollS, 3)],
     ['server CPU per changed poll', s(a.changedPoll?.serverCpuPerPollS, 3), s(h.changedPoll?.serverCpuPerPollS, 3), s(p.changedPoll?.serverCpuPerPollS, 3)],
     ['server CPU per report push', s(a.pushAtOnce?.serverCpuPerPushS, 3), s(h.push?.serverCpuPerPushS, 3), s(p.push?.serverCpuPerPushS, 3)],
+    ['  with core.alternateRefsPrefixes=refs/heads/main', '', s(h.pushTuned?.serverCpuPerPushS, 3), s(p.pushTuned?.serverCpuPerPushS, 3)],
     [`all ${a.nodes ?? '-'} push at once: landed / lost / retries`, a.pushAtOnce ? `${a.pushAtOnce.landed} / ${a.pushAtOnce.lost} / ${a.pushAtOnce.retries}` : '-', '', ''],
     ['  wall time, server CPU', a.pushAtOnce ? `${s(a.pushAtOnce.wallS, 1)}, ${s(a.pushAtOnce.serverCpuS, 1)}` : '-', '', ''],
     [`all poll at once: wall, server CPU`, a.noopPoll ? `${s(a.noopPoll.wallS, 1)}, ${s(a.noopPoll.serverCpuS, 1)}` : '-', '', ''],

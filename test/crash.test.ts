@@ -7,7 +7,7 @@
  * everything must then give pre-existing files their original content back and remove the rest.
  */
 import { spawn } from 'node:child_process';
-import { appendFileSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -73,9 +73,13 @@ async function expectConverges(root: string, why: string): Promise<void> {
   const next = await apply(root);
   expect(next.stderr, why).toBe('');
   expect(next.code, `${why}: ${next.stdout}`).toBe(0);
+  const store = join(root, 'var/lib/mesh-host/store.json');
+  const written = statSync(store).mtimeMs;
   const third = JSON.parse((await apply(root)).stdout) as { outcome: string; resources: Array<{ id: string; result: string }> };
   expect(third.outcome, why).toBe('applied');
   expect(third.resources.filter((l) => l.result !== 'unchanged'), why).toEqual([]);
+  expect(statSync(store).mtimeMs, `${why}: a pass that changes nothing writes nothing`).toBe(written);
+  expect(existsSync(`${store}.journal`), why).toBe(false);
   expect(snapshot(root), why).toEqual(expected);
   expect(await owned(root), why).toEqual(ids.map((id) => ({ id, state: 'verified', at: expect.any(String) })));
 }

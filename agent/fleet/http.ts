@@ -7,7 +7,7 @@
  * the wire, and a server that says "busy" (429/503) turned into a retryable error that
  * carries how long the server asked us to wait.
  */
-import { Agent, type ClientRequestArgs } from 'node:http';
+import { Agent, type ClientRequest, type ClientRequestArgs } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import base from 'isomorphic-git/http/node';
@@ -54,6 +54,16 @@ class MeteredAgent extends Agent {
     return socket;
   }
 
+  constructor(private readonly requestTimeoutMs: number) {
+    super({ keepAlive: true, timeout: requestTimeoutMs });
+  }
+
+  // A socket taken from the pool gets the request timeout back (Node leaves it at IDLE_MS otherwise).
+  override reuseSocket(socket: Duplex, request: ClientRequest): void {
+    super.reuseSocket(socket, request);
+    (socket as Socket).setTimeout(this.requestTimeoutMs);
+  }
+
   // Node returns whether to keep the socket (its types say void): pass that on.
   override keepSocketAlive(socket: Duplex): void {
     const keep = super.keepSocketAlive(socket) as unknown;
@@ -68,7 +78,7 @@ export const DEFAULT_TIMEOUT_MS = 5 * 60_000;
 /** A fresh HTTP client for isomorphic-git. */
 export function fleetHttp(opts: { timeoutMs?: number; credential?: Credential } = {}): FleetHttp {
   const timeout = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-  const agent = new MeteredAgent({ keepAlive: true, timeout });
+  const agent = new MeteredAgent(timeout);
   const auth = opts.credential ? 'Basic ' + Buffer.from(`${opts.credential.username}:${opts.credential.password}`).toString('base64') : undefined;
   let requests = 0;
   return {

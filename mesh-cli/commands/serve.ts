@@ -59,7 +59,7 @@ async function serve(opts: ServeOptions): Promise<void> {
       ...(access.authorize ? { authorize: access.authorize } : {}),
       log: (msg, fields) => logger.info(fields ?? {}, msg),
     });
-    process.stderr.write(access.notice(server.url));
+    process.stderr.write(access.notice(server.url)); // made only now, so that a server that cannot listen leaves no unseen credential
     process.stdout.write(`listening on ${server.url}\n`);
     logger.info({ signal: await stopped }, 'shutting down');
     await server.close();
@@ -72,17 +72,18 @@ async function serve(opts: ServeOptions): Promise<void> {
 async function accessControl(data: string, open: boolean): Promise<{ authorize?: Authorizer; notice: (url: string) => string }> {
   if (open) return { notice: () => 'mesh-cli serve: --open: no authentication; anyone who can connect may read and push every repository\n' };
   const real = await checkedDir(data, 'data');
-  const secret = ensureOperators(real);
-  const authorize = meshAuthorizer(real, installHooks(hooksDir(real)));
   const file = operatorsFile(real);
   return {
-    authorize,
-    notice: (url) =>
-      secret === null
-        ? `mesh-cli serve: operators from ${file}; nodes authenticate with the credential of their token\n`
-        : `mesh-cli serve: created ${file} with one operator credential (only its sha256 is kept; this is the one time it is shown):\n` +
-          `mesh-cli serve: operator credential: operator:${secret}\n` +
-          `mesh-cli serve: use it in the fleet checkout's remote, e.g. ${url.replace('://', `://operator:${secret}@`)}NAME.git\n`,
+    authorize: meshAuthorizer(real, installHooks(hooksDir(real))),
+    notice: (url) => {
+      const secret = ensureOperators(real);
+      if (secret === null) return `mesh-cli serve: operators from ${file}; nodes authenticate with the credential of their token\n`;
+      return (
+        `mesh-cli serve: created ${file} with one operator credential (only its sha256 is kept; this is the one time it is shown):\n` +
+        `mesh-cli serve: operator credential: operator:${secret}\n` +
+        `mesh-cli serve: use it in the fleet checkout's remote, e.g. ${url.replace('://', `://operator:${secret}@`)}NAME.git\n`
+      );
+    },
   };
 }
 

@@ -14,7 +14,7 @@ import type { SignatureVerdict } from '../../agent/verify-report.js';
 import { MeshConfig } from '../../schema/fleet.js';
 import { loadYaml } from '../../schema/load.js';
 import type { Report, Signer } from '../../schema/report.js';
-import { checkChains, type ChainVerdict } from '../chain.js';
+import { CHAIN_NOTES, checkChains, type ChainVerdict } from '../chain.js';
 import { openFleet, type Fleet } from '../fleet.js';
 import { formatHistory, reportHistory } from '../history.js';
 import { age, parseDuration } from '../duration.js';
@@ -87,11 +87,6 @@ async function trustOnMain(fleet: Fleet): Promise<'signed' | 'none'> {
   return loaded?.ok ? loaded.value.trust : fleet.config.trust;
 }
 
-const CHAIN_NOTES: Record<Exclude<ChainVerdict, 'ok'>, string> = {
-  replayed: 'the last report is older than one status has already seen: the report branch was rewound to a replayed report',
-  reordered: 'the last report does not follow the report before it on its branch (wrong previous hash or sequence)',
-  forked: 'the report branch was rewritten: its tip does not descend from the tip status saw before',
-};
 
 /** The table a person reads: node, last contact with its age, commit, outcome, host version, signature. */
 export function formatStatus(rows: NodeStatus[], now: Date): string {

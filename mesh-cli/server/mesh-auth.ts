@@ -69,7 +69,7 @@ async function readIdentity(dir: string, main: string, node: string): Promise<No
 /** git's stdout (trimmed for rev-parse), or null when it fails. */
 async function git(dir: string, args: string[]): Promise<string | null> {
   try {
-    const { stdout } = await run('git', ['--git-dir', dir, ...args], { maxBuffer: 2 * 1024 * 1024, env: { ...process.env, GIT_CONFIG_NOSYSTEM: '1' } });
+    const { stdout } = await run('git', ['--git-dir', dir, ...args], { maxBuffer: 2 * 1024 * 1024 });
     return args[0] === 'rev-parse' ? stdout.trim() || null : stdout;
   } catch {
     return null;
