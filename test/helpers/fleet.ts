@@ -137,12 +137,18 @@ export async function createFleet(): Promise<TestFleet> {
   const repoUrl = operatorUrl(server, operator);
   const key = signingKey(join(dir, 'operator_ed25519'));
   const checkout = join(dir, 'fleet');
-  const init = await cli(dir, 'init', checkout, '--signing-key', key, '--signer', 'test@localhost');
-  if (init.code !== 0) throw new Error(init.stderr);
-  await git(checkout, 'config', 'user.name', 'test');
-  await git(checkout, 'config', 'user.email', 'test@localhost');
-  await git(checkout, 'remote', 'add', 'origin', repoUrl);
-  await git(checkout, 'push', '--quiet', '-u', 'origin', 'main');
+  try {
+    const init = await cli(dir, 'init', checkout, '--signing-key', key, '--signer', 'test@localhost');
+    if (init.code !== 0) throw new Error(init.stderr);
+    await git(checkout, 'config', 'user.name', 'test');
+    await git(checkout, 'config', 'user.email', 'test@localhost');
+    await git(checkout, 'remote', 'add', 'origin', repoUrl);
+    await git(checkout, 'push', '--quiet', '-u', 'origin', 'main');
+  } catch (e) {
+    await server.stop(); // a fleet that could not be set up leaves no server behind
+    rmSync(dir, { recursive: true, force: true });
+    throw e;
+  }
   const fleet: TestFleet = {
     dir,
     checkout,
