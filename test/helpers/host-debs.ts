@@ -43,10 +43,11 @@ export async function buildHostDebs(dir: string): Promise<Record<string, string>
   // E's first pass never ends (a timer keeps the process alive, as a stuck socket would).
   const hangs = async () => {
     const e = await bundle(VERSIONS.E);
-    const pass = 'last = await reconcile(host, ';
+    // The bundle is minified (whitespace only), so match the pass with or without spaces.
+    const pass = /last\s*=\s*await reconcile\d*\(host\d*,\s*/;
     const js = readFileSync(e, 'utf8');
-    if (!js.includes(pass)) throw new Error(`cannot make ${VERSIONS.E} hang: the bundle has no "${pass}"`);
-    writeFileSync(e, js.replace(pass, `await new Promise(() => setInterval(() => {}, 60_000)); ${pass}`));
+    if (!pass.test(js)) throw new Error(`cannot make ${VERSIONS.E} hang: the bundle has no ${pass}`);
+    writeFileSync(e, js.replace(pass, (m) => `await new Promise(() => setInterval(() => {}, 60_000)); ${m}`));
     return pack(VERSIONS.E, e);
   };
   const [a, b, [c, d], e] = await Promise.all([pack(VERSIONS.A), pack(VERSIONS.B), broken(), hangs()]);
