@@ -5,13 +5,15 @@ export default class SummaryReporter implements Reporter {
   onTestRunEnd(modules: ReadonlyArray<TestModule>): void {
     const count = { passed: 0, failed: 0, skipped: 0 };
     for (const m of modules) {
+      let failedHere = 0;
       for (const t of m.children.allTests()) {
         const state = t.result().state;
         if (state === 'passed') count.passed++;
-        else if (state === 'failed') count.failed++;
+        else if (state === 'failed') failedHere++;
         else count.skipped++;
       }
-      if (m.state() === 'failed' && [...m.children.allTests()].length === 0) count.failed++;
+      // A file whose setup failed skips its tests: count the file itself as a failure.
+      count.failed += m.state() === 'failed' && failedHere === 0 ? 1 : failedHere;
     }
     process.stdout.write(`\nmesh tests: ${count.passed} passed, ${count.failed} failed, ${count.skipped} skipped\n`);
   }
