@@ -2,8 +2,8 @@
  * A host assembled from its root: config, node key, store and fleet repo. Only the
  * command entry points call `openHost`; everything below them receives these objects.
  * Opening a host takes the root's lock (one host process per root, see lock.ts) and starts
- * a new pass for the per-pass caches. The git client is loaded only here, on demand, so that
- * commands that never touch git (`apply --bundle`) do not pay for loading it.
+ * a new pass for the per-pass caches. The git client is imported here when a host is opened,
+ * not at start-up, so that a command that never opens one (`apply --bundle`) need not load it.
  */
 import type { KeyObject } from 'node:crypto';
 import { MeshError } from './errors.js';

@@ -19,9 +19,12 @@ interface Holder {
 
 const held = new Map<string, () => void>();
 
-/** Hold the lock on `paths.root` until this process exits (re-entrant); fails at once if another live host holds it. */
-export function acquireLock(paths: HostPaths): void {
-  if (held.has(paths.lock)) return;
+/**
+ * Hold the lock on `paths.root` until this process exits or calls the function returned (a
+ * no-op when the lock was already held here); fails at once if another live host holds it.
+ */
+export function acquireLock(paths: HostPaths): () => void {
+  if (held.has(paths.lock)) return () => {};
   mkdirSync(dirname(paths.lock), { recursive: true });
   const me: Holder = { pid: process.pid, start: startTime(process.pid) ?? '?' };
   const tmp = `${paths.lock}.${process.pid}.tmp`;
@@ -44,11 +47,7 @@ export function acquireLock(paths: HostPaths): void {
   };
   held.set(paths.lock, release);
   hookExit();
-}
-
-/** Release the lock on `paths.root` if this process holds it (exit does this by itself). */
-export function releaseLock(paths: HostPaths): void {
-  held.get(paths.lock)?.();
+  return release;
 }
 
 /** Remove a stale lock, but only the one judged stale, and only one process at a time. */

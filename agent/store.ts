@@ -30,6 +30,8 @@ export class Store {
     /** True when no store existed: a new machine, or one whose store was lost. */
     readonly fresh: boolean,
     private readonly journal: Journal,
+    /** The epoch of the snapshot on disk, kept here so that nothing done to `data` can change which lines follow it. */
+    private epoch: number,
   ) {}
 
   /** Open the store at `path`; a missing file is a fresh store, an unreadable one is an error a person must look at. */
@@ -39,15 +41,15 @@ export class Store {
     const epoch = snapshot?.epoch ?? 0;
     const replay = journal.entries().filter((e) => e.epoch === epoch);
     // Without a snapshot, lines of epoch 0 are a first pass that stopped before its first save: not a lost store.
-    const store = new Store(path, snapshot ?? emptyStore(), snapshot === null && replay.length === 0, journal);
+    const store = new Store(path, snapshot ?? emptyStore(), snapshot === null && replay.length === 0, journal, epoch);
     for (const entry of replay) store.applyEntry(entry);
     return store;
   }
 
   /** Write the store durably, folding the journal into a new snapshot. */
   save(): void {
-    this.data.epoch = (this.data.epoch ?? 0) + 1;
-    writeSnapshot(this.path, this.data);
+    this.epoch += 1;
+    writeSnapshot(this.path, { ...this.data, epoch: this.epoch });
     this.journal.clear();
   }
 
@@ -63,14 +65,14 @@ export class Store {
 
   /** Insert or replace the record for `record.id`, keeping declared order for new records, and record it. */
   put(record: OwnedRecord): void {
-    this.journal.add({ epoch: this.data.epoch ?? 0, put: record }, record.state === 'intent');
+    this.journal.add({ epoch: this.epoch, put: record }, record.state === 'intent');
     this.applyEntry({ epoch: 0, put: record });
     if (faultDue(record.state === 'intent' ? 'after-intent' : 'after-change')) crashNow();
   }
 
   /** Forget `id` (after its removal was verified) and record it. */
   drop(id: string): void {
-    this.journal.add({ epoch: this.data.epoch ?? 0, drop: id }, true);
+    this.journal.add({ epoch: this.epoch, drop: id }, true);
     this.applyEntry({ epoch: 0, drop: id });
     if (faultDue('after-drop')) crashNow();
   }

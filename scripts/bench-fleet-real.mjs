@@ -9,7 +9,7 @@ const FIFTEEN_MIN = 15 * 60_000;
 /** Hosts working at the same moment when the fleet is spread over its interval (jitter), rather than all at once. */
 const SPREAD = 32;
 /** Hosts that go on after the first push and poll: changed poll, reports, heartbeats (per-host figures need no more). */
-const SAMPLE = 200;
+const SAMPLE = 100;
 
 /** Run phase 1 with `n` hosts in `work`, served by `server` from `bare`. */
 export async function realFleet(sim, { n, work, bare, server, statusRun }) {

@@ -14,6 +14,7 @@ import { NodeIdentity } from '../schema/fleet.js';
 import { loadYaml } from '../schema/load.js';
 import { REPORT_NAMESPACE, Report, VOUCH_NAMESPACE, vouchPayload } from '../schema/report.js';
 
+/** Where status.ts fetches report branches and main to. */
 export const REPORTS = 'refs/remotes/origin/reports/';
 export const MAIN = 'refs/remotes/origin/main';
 
@@ -50,6 +51,7 @@ export function phases(): { phases: Record<string, Phase>; phase<T>(name: string
   };
 }
 
+/** A synchronous git runner in `dir` that returns stdout. */
 export function gitIn(dir: string): (...args: string[]) => string {
   return (...args) => execFileSync('git', args, { cwd: dir, maxBuffer: 256 * 1024 * 1024 }).toString();
 }

@@ -7,10 +7,10 @@
  * everything must then give pre-existing files their original content back and remove the rest.
  */
 import { spawn } from 'node:child_process';
-import { appendFileSync, existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MESH_HOST, newMachine, runProgram } from './helpers/fleet.js';
 import { snapshot } from './helpers/snapshot.js';
 
@@ -129,6 +129,8 @@ beforeAll(async () => {
 
 /** Un-declaring after recovery is what shows an orphan or a lost prior; it is checked on the pre-existing resources and every 4th. */
 const undeclareAt = (k: number) => k <= 8 || k % 4 === 0;
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('a host killed at any instant converges on its next pass', () => {
   it('killed at every resource boundary (after each change is verified)', async () => {

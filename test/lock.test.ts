@@ -11,14 +11,18 @@ import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { hostCmd, MESH_HOST, newMachine, runProgram } from './helpers/fleet.js';
 
 const ROLE = 'resources:\n  - type: file\n    path: /etc/motd\n    content: "locked\\n"\n';
 
+const dirs: string[] = [];
+afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
 /** A root and a bundle whose role file is a FIFO, so a host applying it waits inside its pass. */
 async function blockedBundle(): Promise<{ root: string; bundle: string; fifo: string; lock: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'mesh-lock-'));
+  dirs.push(dir);
   const root = newMachine(join(dir, 'root'));
   const bundle = join(dir, 'bundle');
   mkdirSync(join(bundle, 'roles'), { recursive: true });

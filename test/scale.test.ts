@@ -3,7 +3,8 @@
  * many report branches the server holds; a heartbeat replaces the heartbeat before it while
  * every real change stays in history; the local repository is renewed (fresh git dir, swapped
  * in) without losing the report branch; a busy server's Retry-After is honoured. The host's
- * own fleet code runs against the built `mesh-cli serve` (real git http-backend).
+ * own fleet code (agent/fleet/) runs against the built `mesh-cli serve --open` (real git
+ * http-backend); docs/scale.md has the numbers, from `npm run bench:fleet`.
  */
 import { mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';

@@ -11,7 +11,7 @@ import type { TreeReader } from '../declaration.js';
 import { nodeDir } from '../declaration.js';
 import { readConfig } from '../config.js';
 import { MeshError } from '../errors.js';
-import { acquireLock, releaseLock } from '../lock.js';
+import { acquireLock } from '../lock.js';
 import { hostPaths } from '../paths.js';
 import { applyDeclaration } from '../reconcile.js';
 import type { ReportBody } from '../report.js';
@@ -25,7 +25,7 @@ export async function applyBundle(bundle: string, ctx: ResourceContext): Promise
   if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new MeshError('E_NO_BUNDLE', `bundle folder ${bundle} does not exist`);
   const paths = hostPaths(ctx.root);
   const node = readConfig(paths)?.node ?? 'bundle';
-  acquireLock(paths);
+  const release = acquireLock(paths);
   try {
     startPass();
     const store = Store.open(paths.store);
@@ -34,7 +34,7 @@ export async function applyBundle(bundle: string, ctx: ResourceContext): Promise
     if (store.journaled()) store.save(); // fold this pass's records into the snapshot; a no-op pass writes nothing
     return body;
   } finally {
-    releaseLock(paths);
+    release();
   }
 }
 

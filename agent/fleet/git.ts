@@ -43,9 +43,13 @@ export interface FleetRepo {
   deepen(branch: string, depth: number): Promise<void>;
 }
 
-/** A FleetRepo over the bare git dir `gitdir`, talking to `url` with `http`; `upkeep` bounds the local repository. */
-export async function openFleetRepo(gitdir: string, url: string, http: HttpClient, opts: { upkeep?: Upkeep } = {}): Promise<FleetRepo> {
+/**
+ * A FleetRepo over the bare git dir `gitdir`, talking to `url` with `http`; reports go to
+ * `pushUrl` when given (a primary behind read-only mirrors), and `upkeep` bounds the local repository.
+ */
+export async function openFleetRepo(gitdir: string, url: string, http: HttpClient, opts: { upkeep?: Upkeep; pushUrl?: string } = {}): Promise<FleetRepo> {
   const upkeep = opts.upkeep ?? DEFAULT_UPKEEP;
+  const pushUrl = opts.pushUrl ?? url;
   recoverSwap(gitdir);
   if (!fs.existsSync(`${gitdir}/HEAD`)) await init(gitdir, url);
   let cache = {};
@@ -59,7 +63,7 @@ export async function openFleetRepo(gitdir: string, url: string, http: HttpClien
       return result;
     } catch (e) {
       if (e instanceof MeshError && typeof e.data.retryAfterMs === 'number') retryAfter = e.data.retryAfterMs;
-      throw networkError(what, url, e);
+      throw networkError(what, what === 'push' ? pushUrl : url, e);
     }
   };
   const serverTip = async (ref: string) => (await network('poll', () => lsRefs(http, url, ref))).find((r) => r.ref === ref)?.oid ?? null;
@@ -92,7 +96,7 @@ export async function openFleetRepo(gitdir: string, url: string, http: HttpClien
 
   /** isomorphic-git's push: asks for the server's refs first, then sends what they lack. */
   const slowPush = async (ref: string, force: boolean) => {
-    const result = await network('push', () => git.push({ fs, http, gitdir, cache, remote: 'origin', ref, remoteRef: ref, force }));
+    const result = await network('push', () => git.push({ fs, http, gitdir, cache, url: pushUrl, ref, remoteRef: ref, force }));
     const status = result.refs[ref];
     if (!result.ok || (status && !status.ok)) {
       throw new MeshError('E_PUSH_REJECTED', `the server refused the report push to ${ref}: ${status?.error ?? result.error ?? 'unknown reason'}`, { next: 'retry' });
@@ -142,7 +146,7 @@ export async function openFleetRepo(gitdir: string, url: string, http: HttpClien
         // One request, from the server's tip as we last saw it (none: a new branch); if that is
         // stale the server refuses, and the two-request push looks before it leaps.
         const out = await outgoing(gitdir, tip, remote);
-        const quick = out && (out.fastForward || force) ? await network('push', () => pushOne(http, url, gitdir, ref, remote, tip, out.oids)) : null;
+        const quick = out && (out.fastForward || force) ? await network('push', () => pushOne(http, pushUrl, gitdir, ref, remote, tip, out.oids)) : null;
         if (quick === 'ok') await git.writeRef({ fs, gitdir, ref: tracking, value: tip, force: true });
         else await slowPush(ref, force);
       }

@@ -14,6 +14,7 @@ import base from 'isomorphic-git/http/node';
 import type { GitHttpResponse, HttpClient } from 'isomorphic-git';
 import { MeshError } from '../errors.js';
 
+/** HTTP basic credentials: the node name and the credential its token carried. */
 export interface Credential {
   username: string;
   password: string;
