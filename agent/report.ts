@@ -54,7 +54,9 @@ export async function recordReport(repo: FleetRepo, store: Store, report: Report
   const text = JSON.stringify(report, null, 2) + '\n';
   const signature = signSsh(text, key, REPORT_NAMESPACE);
   const message = `report ${report.node} #${report.sequence}: ${report.outcome}${report.commit ? ` at ${report.commit.slice(0, 12)}` : ''}`;
-  const oid = await repo.commit(reportRef(report.node), { 'status.json': text, 'status.json.sig': signature }, message, gitSigner(key));
+  // A report that says nothing new is a heartbeat: it replaces a heartbeat at the tip, so history grows with changes, not time.
+  const heartbeat = report.kind !== 'enrolment' && sameAsLast(store, report);
+  const oid = await repo.commit(reportRef(report.node), { 'status.json': text, 'status.json.sig': signature }, message, gitSigner(key), { heartbeat });
   store.data.report = { sequence: report.sequence, hash: sha256(text), contentHash: contentHash(report), at: report.observedAt, pushed: false };
   store.save();
   return oid;
