@@ -1,19 +1,22 @@
 /**
- * Carrying out a plan: pre-flight the whole declaration (bad input applies nothing), then for
- * each step record the intent in the store, change the machine, read the resource back, and
- * record it as verified only when the read-back matches. Removals restore what was there
- * before the host took a resource over. A part the host cannot check here (a service's running
- * state without a running systemd) makes the line `unverified` with the reason, never a success.
+ * Carrying out a plan: pre-flight the whole declaration (bad input applies nothing), record the
+ * intent of every change in the store (durably, before anything changes), then for each step
+ * change the machine, read the resource back, and record it as verified only when the
+ * read-back matches. Removals restore what was there before the host took a resource over.
+ * A part the host cannot check here (a service's running state without a running systemd)
+ * makes the line `unverified` with the reason, never a success.
  */
-import { resourceId, type Resource } from '../schema/declaration.js';
+import type { Resource } from '../schema/declaration.js';
+import { resourceId } from '../schema/resource-id.js';
 import type { OwnedRecord, ResourceResult } from '../schema/report.js';
+import { syncDeferredDirs } from './atomic.js';
 import { messageOf } from './errors.js';
+import { crashNow, faultDue } from './fault.js';
 import type { Step } from './plan.js';
 import { dependencyOrder, preflight, type PreflightProblem } from './preflight.js';
 import type { Handler, Observed, Prior, ResourceContext } from './resources/handler.js';
 import { handlerFor, handlerForType } from './resources/index.js';
 import type { Store } from './store.js';
-import { refuseRejectedHost, smokeTestHost } from './upgrade.js';
 
 /** What a handler may offer beyond the Handler seam; the engine uses each part when it is there. */
 export interface HandlerExtras<R extends Resource = Resource> {
@@ -43,23 +46,59 @@ export async function observe(desired: Resource[], ctx: ResourceContext): Promis
 export async function applyPlan(steps: Step[], observed: Map<string, Observed>, store: Store, ctx: ResourceContext): Promise<ResourceResult[]> {
   const problems = preflight(steps, ctx.root);
   if (problems.length > 0) return refuse(steps, problems);
+  const ordered = dependencyOrder(steps);
+  const priors = await recordIntents(ordered, observed, store, ctx);
   const changedPaths = new Set<string>();
   const results: ResourceResult[] = [];
-  for (const step of dependencyOrder(steps)) {
-    let line: ResourceResult;
-    try {
-      refuseRejectedHost(step, ctx); // the host's own package: see upgrade.ts
-      line = await applyStep(step, observed.get(step.id) ?? null, store, ctx);
-      line = await smokeTestHost(step, line, observed.get(step.id) ?? null, ctx);
-      if (step.action !== 'remove') line = await settle(step.resource, line, changedPaths, ctx);
-    } catch (e) {
-      line = { id: step.id, result: 'failed', ...(step.action === 'change' ? { changes: step.changes } : {}), error: messageOf(e) };
+  try {
+    for (const step of ordered) {
+      let line: ResourceResult;
+      try {
+        line = await applyStep(step, observed.get(step.id) ?? null, priors.get(step.id), store, ctx);
+        if (isPackageChange(step)) line = await (await import('./upgrade.js')).smokeTestHost(step, line, observed.get(step.id) ?? null, ctx);
+        if (step.action !== 'remove') line = await settle(step.resource, line, changedPaths, ctx);
+      } catch (e) {
+        line = { id: step.id, result: 'failed', ...(step.action === 'change' ? { changes: step.changes } : {}), error: messageOf(e) };
+      }
+      if (step.action !== 'remove' && 'path' in step.resource && (line.result === 'created' || line.result === 'updated')) changedPaths.add(step.resource.path);
+      results.push(line);
     }
-    if (step.action !== 'remove' && 'path' in step.resource && (line.result === 'created' || line.result === 'updated')) changedPaths.add(step.resource.path);
-    results.push(line);
+  } finally {
+    syncDeferredDirs(); // the renames of this pass's file writes, one fsync per directory (see file.ts)
   }
   return results;
 }
+
+/**
+ * Intent first, for the whole pass at once: before anything changes, every change step's
+ * record (with what was there before, taken from what observe read at the start of the pass,
+ * as each handler's `prior` does) is made durable in the store with one write and one sync,
+ * instead of one sync per change. If the host dies anywhere in the pass, the next pass still
+ * knows it owns each of them. Resources adopted as they are (already as declared) are recorded
+ * as verified in the same write, so that the store keeps the declared order (removals undo it
+ * in reverse). A step whose record cannot be made (a file too large to keep a copy of, a
+ * refused host version) gets the error instead and changes nothing.
+ */
+async function recordIntents(steps: Step[], observed: Map<string, Observed>, store: Store, ctx: ResourceContext): Promise<Map<string, Prior | Error>> {
+  const priors = new Map<string, Prior | Error>();
+  const records: OwnedRecord[] = [];
+  for (const step of steps) {
+    if (step.action === 'remove' || (step.action === 'keep' && !step.adopt)) continue;
+    try {
+      // The host's own package (upgrade.ts) can only be a package step; other passes never load that code.
+      if (isPackageChange(step)) (await import('./upgrade.js')).refuseRejectedHost(step, ctx);
+      const prior = store.owned(step.id)?.prior ?? (await handlerFor(step.resource).prior(step.resource, observed.get(step.id) ?? null, ctx));
+      priors.set(step.id, prior);
+      records.push(ownedRecord(step.resource, prior, step.action === 'change' ? 'intent' : 'verified', ctx));
+    } catch (e) {
+      priors.set(step.id, e instanceof Error ? e : new Error(String(e)));
+    }
+  }
+  store.intend(records);
+  return priors;
+}
+
+const isPackageChange = (step: Step) => step.action === 'change' && step.resource.type === 'package';
 
 /** A declaration that fails pre-flight changes nothing: its problems fail their lines and every other line is skipped. */
 function refuse(steps: Step[], problems: PreflightProblem[]): ResourceResult[] {
@@ -70,21 +109,21 @@ function refuse(steps: Step[], problems: PreflightProblem[]): ResourceResult[] {
   });
 }
 
-async function applyStep(step: Step, now: Observed, store: Store, ctx: ResourceContext): Promise<ResourceResult> {
-  const record = store.owned(step.id);
+/** One step; `prior` is what recordIntents recorded for it (or why it could not). */
+async function applyStep(step: Step, now: Observed, prior: Prior | Error | undefined, store: Store, ctx: ResourceContext): Promise<ResourceResult> {
   if (step.action === 'remove') {
     const note = await handlerForType(step.record.type).remove(step.record, ctx);
     store.drop(step.id);
     return { id: step.id, result: step.record.prior?.existed ? 'restored' : 'removed', ...(note ? { changes: [note] } : {}) };
   }
   const handler = handlerFor(step.resource);
+  if (step.action === 'keep' && !step.adopt) return { id: step.id, result: 'unchanged' };
+  if (prior === undefined || prior instanceof Error) throw prior ?? new Error(`nothing was recorded for ${step.id}`);
   if (step.action === 'keep') {
-    if (step.adopt) store.put(ownedRecord(step.resource, record?.prior ?? (await handler.prior(step.resource, now, ctx)), 'verified', ctx));
+    if (faultDue('after-change')) crashNow(); // adopted: recorded as verified with the intents (recordIntents)
     return { id: step.id, result: 'unchanged' };
   }
-  // Intent first: if the host dies during the change, the next pass still knows it owns this.
-  const prior = record?.prior ?? (await handler.prior(step.resource, now, ctx));
-  store.put(ownedRecord(step.resource, prior, 'intent', ctx));
+  if (faultDue('after-intent')) crashNow(); // its intent is durable (recordIntents); the change is not made yet
   await handler.apply(step.resource, now, ctx);
   const after = await handler.read(step.resource, ctx);
   const left = handler.diff(step.resource, after);
@@ -97,6 +136,7 @@ async function applyStep(step: Step, now: Observed, store: Store, ctx: ResourceC
 async function settle(resource: Resource, line: ResourceResult, changedPaths: Set<string>, ctx: ResourceContext): Promise<ResourceResult> {
   if (line.result === 'failed') return line;
   const handler = handlerFor(resource) as Handler & HandlerExtras;
+  if (!handler.unverifiable && !handler.watches) return line; // files, directories and most types: nothing more to do
   const changes = [...(line.changes ?? [])];
   const reasons: string[] = [];
   const unverifiable = handler.unverifiable?.(resource, ctx);

@@ -1,5 +1,6 @@
 /**
- * Crash-safe writes: temporary file, fsync, rename, fsync of the directory. The temporary
+ * Crash-safe writes: temporary file, fsync, rename, fsync of the directory (now, or once at the
+ * end of the pass for resource writes). The temporary
  * file has a fixed name next to its target (one host per root, see lock.ts), so the next write
  * of that path clears what a crash left; it is created with O_EXCL, so it never follows a link.
  */
@@ -7,8 +8,16 @@ import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, unlinkSync, writ
 import { basename, dirname, join } from 'node:path';
 import { crashNow, faultDue } from './fault.js';
 
-/** Replace `path` with `data` so that a crash leaves either the old or the new file, never a torn one. */
-export function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o644): void {
+/** Directories holding renames made with `deferDirSync`, made durable by syncDeferredDirs. */
+const deferred = new Set<string>();
+
+/**
+ * Replace `path` with `data` so that a crash leaves either the old or the new file, never a torn
+ * one. With `deferDirSync`, the rename is made durable later, by syncDeferredDirs (once per
+ * directory), instead of now: for resource writes, where a lost rename is only drift that the
+ * next pass reads back and repairs (see file.ts).
+ */
+export function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o644, opts: { deferDirSync?: boolean } = {}): void {
   const dir = dirname(path);
   mkdirSync(dir, { recursive: true });
   const tmp = join(dir, `.${basename(path)}.mesh-tmp`);
@@ -31,7 +40,20 @@ export function writeFileAtomic(path: string, data: string | Uint8Array, mode = 
     closeSync(fd);
   }
   renameSync(tmp, path);
-  fsyncDir(dir);
+  if (opts.deferDirSync) deferred.add(dir);
+  else fsyncDir(dir);
+}
+
+/** Make every deferred rename durable: one fsync per directory, however many files changed in it. */
+export function syncDeferredDirs(): void {
+  for (const dir of deferred) {
+    try {
+      fsyncDir(dir);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e; // removed since: nothing left to make durable
+    }
+  }
+  deferred.clear();
 }
 
 /** Make a rename or unlink in `dir` durable. */

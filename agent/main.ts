@@ -7,18 +7,11 @@
 import { Command, InvalidArgumentError } from 'commander';
 import { MeshError, messageOf } from './errors.js';
 import { realExec } from './exec.js';
-import { createLogger } from './log.js';
 import type { ResourceContext } from './resources/handler.js';
 import { HOST_VERSION } from './version.js';
-import { applyBundle } from './commands/apply.js';
-import { enrol } from './commands/enrol.js';
-import { run } from './commands/run.js';
-import { selfTest } from './commands/self-test.js';
-import { rollback } from './commands/rollback.js';
-import { describeState } from './commands/state.js';
-import { printPass, printBody, printState, printSelfTest } from './output.js';
 
-const log = createLogger('mesh-host');
+// Each command is imported when it runs: a process starts often (every `apply`, every upgrade's
+// smoke run) and loading git, the logger and the report code it does not use is most of its start.
 const context = (root: string): ResourceContext => ({ root, exec: realExec, now: () => new Date() });
 
 const program = new Command('mesh-host')
@@ -29,6 +22,7 @@ const withRoot = (c: Command) => c.option('--root <dir>', 'the machine\'s root f
 
 withRoot(program.command('enrol').description('join the fleet with a one-time token').requiredOption('--token-file <file>', 'the token file from mesh-cli token issue'))
   .action(async (o: { tokenFile: string; root: string; json?: boolean }) => {
+    const { enrol } = await import('./commands/enrol.js');
     const result = await enrol(o.tokenFile, context(o.root));
     if (o.json) console.log(JSON.stringify(result));
     else console.log(`enrolled as ${result.node} (generation ${result.generation}) with ${result.url}\nnode key: ${result.nodeKey}\nfirst report: ${result.report}`);
@@ -39,6 +33,8 @@ withRoot(program.command('run').description('the reconcile loop'))
   .option('--interval <duration>', 'time between passes', parseDuration, 60_000)
   .option('--heartbeat <duration>', 'send an unchanged report at least this often', parseDuration, 15 * 60_000)
   .action(async (o: { root: string; json?: boolean; once?: boolean; interval: number; heartbeat: number }) => {
+    const [{ run }, { printPass }, { createLogger }] = await Promise.all([import('./commands/run.js'), import('./output.js'), import('./log.js')]);
+    const log = createLogger('mesh-host');
     const stop = new AbortController();
     for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => stop.abort());
     const last = await run(context(o.root), log, { once: Boolean(o.once), intervalMs: o.interval, heartbeatMs: o.heartbeat, onPass: (p) => printPass(p, Boolean(o.json)) }, stop.signal);
@@ -48,22 +44,26 @@ withRoot(program.command('run').description('the reconcile loop'))
 withRoot(program.command('apply').description('one pass from a local folder of declaration files (no git, no report)'))
   .requiredOption('--bundle <dir>', 'folder of declaration files')
   .action(async (o: { root: string; json?: boolean; bundle: string }) => {
+    const [{ applyBundle }, { printBody }] = await Promise.all([import('./commands/apply.js'), import('./output.js')]);
     const body = await applyBundle(o.bundle, context(o.root));
     printBody(body, Boolean(o.json));
     if (body.outcome === 'failed') process.exitCode = 1;
   });
 
-withRoot(program.command('state').description('lifecycle state, identity, last applied commit, owned resources')).action((o: { root: string; json?: boolean }) => {
+withRoot(program.command('state').description('lifecycle state, identity, last applied commit, owned resources')).action(async (o: { root: string; json?: boolean }) => {
+  const [{ describeState }, { printState }] = await Promise.all([import('./commands/state.js'), import('./output.js')]);
   printState(describeState(o.root), Boolean(o.json));
 });
 
 withRoot(program.command('self-test').description('the smoke run made before a new host binary takes over')).action(async (o: { root: string; json?: boolean }) => {
+  const [{ selfTest }, { printSelfTest }] = await Promise.all([import('./commands/self-test.js'), import('./output.js')]);
   const result = await selfTest(o.root);
   printSelfTest(result, Boolean(o.json));
   if (result.checks.some((c) => !c.ok)) process.exitCode = 1;
 });
 
 withRoot(program.command('rollback').description('put the last good host version back (run by mesh-host-rollback.service)')).action(async (o: { root: string; json?: boolean }) => {
+  const { rollback } = await import('./commands/rollback.js');
   const result = await rollback(context(o.root), process.env);
   console.log(o.json ? JSON.stringify(result) : result.message);
   if (!result.rolledBack) process.exitCode = 1;

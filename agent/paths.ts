@@ -38,8 +38,18 @@ export function hostPaths(root: string): HostPaths {
   };
 }
 
+/** Absolute, with no empty, `.` or `..` part: such a path joined to a root stays under it as written. */
+const PLAIN_PATH = /^(?:\/(?!\.\.?(?:\/|$))[^/\0]+)+$/;
+/** resolve() of each absolute root seen (a pass asks for a path under the same root thousands of times). */
+const resolvedRoots = new Map<string, string>();
+
 /** The real location of an absolute machine path under `root`; refuses anything that escapes it. */
 export function underRoot(root: string, machinePath: string): string {
+  if (isAbsolute(root) && PLAIN_PATH.test(machinePath)) {
+    let base = resolvedRoots.get(root);
+    if (base === undefined) resolvedRoots.set(root, (base = resolve(root)));
+    return base === sep ? machinePath : base + machinePath;
+  }
   if (!isAbsolute(machinePath) || machinePath.split('/').includes('..')) {
     throw new MeshError('E_PATH', `path ${JSON.stringify(machinePath)} must be absolute and must not contain '..'`);
   }

@@ -5,7 +5,8 @@
  * resource. It also orders the pass: a resource's dependencies go first, like Puppet's autorequire.
  */
 import { dirname, join, posix } from 'node:path';
-import { resourceId, type Resource } from '../schema/declaration.js';
+import type { Resource } from '../schema/declaration.js';
+import { resourceId } from '../schema/resource-id.js';
 import type { Step } from './plan.js';
 import { readGroup, readPasswd } from './resources/accounts.js';
 
@@ -65,6 +66,7 @@ function pathProblems(declared: Resource[]): PreflightProblem[] {
     else byPath.set(r.path, resourceId(r));
   }
   const links = new Map(declared.flatMap((r) => (r.type === 'symlink' && r.ensure !== 'absent' && r.target ? [[r.path, r.target] as const] : [])));
+  if (links.size === 0) return problems;
   for (const r of declared) {
     if (!('path' in r)) continue;
     const through = linkAbove(r.path, links);

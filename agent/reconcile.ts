@@ -17,8 +17,9 @@
  *   the host removes what it owns and every report says why.
  * load: read nodes/<node>/ at that commit and validate all of it; a declaration with any
  *   problem applies nothing, and the report names every problem with file:line:column.
- * observe → plan → apply: read every declared resource, decide in a pure function what to
- *   change and what to remove, change it, read it back, and record it in the store once verified.
+ * observe → plan → apply (apply-declaration.ts): read every declared resource, decide in a
+ *   pure function what to change and what to remove, change it, read it back, and record it in
+ *   the store once verified.
  *   An owned resource recovered from a report that held no copy of what was there before mesh
  *   is released (left as it is) rather than removed.
  * record: remember the commit applied, so that status and the next pass know it.
@@ -27,17 +28,16 @@
  */
 import { NodeIdentity } from '../schema/fleet.js';
 import { loadYamlOrThrow } from '../schema/load.js';
-import type { Report, ResourceResult } from '../schema/report.js';
-import { applyPlan, observe } from './apply.js';
+import type { Report } from '../schema/report.js';
+import { applyDeclaration } from './apply-declaration.js';
 import { ineligibleErrors } from './briefing.js';
 import { loadDeclaration, nodeDir, type TreeReader } from './declaration.js';
 import { MeshError, messageOf } from './errors.js';
 import type { Host } from './host.js';
-import { plan, type Step } from './plan.js';
 import { buildReport, recordReport, sameAsLast, sendReports, type ReportBody } from './report.js';
 import { credentialRefused, nothingApplied, sealed, trustStage } from './trust-gate.js';
-import { handlerFor } from './resources/index.js';
-import type { Store } from './store.js';
+
+export { applyDeclaration };
 
 export interface PassResult {
   report: Report;
@@ -123,36 +123,6 @@ async function assign(host: Host, tree: TreeReader): Promise<Assignment> {
 function labelled(assignment: Assignment, body: ReportBody): ReportBody {
   if (assignment.as === 'declared') return body;
   return { ...body, outcome: body.outcome === 'failed' ? 'failed' : assignment.as, errors: [...assignment.errors, ...body.errors] };
-}
-
-/** load → observe → plan → apply against `tree`; the result becomes the body of the report. */
-export async function applyDeclaration(host: { config: { node: string }; store: Host['store']; ctx: Host['ctx'] }, tree: TreeReader, commit: string | null): Promise<ReportBody> {
-  const loaded = await loadDeclaration(tree, host.config.node);
-  if (!loaded.ok) {
-    const errors = loaded.problems.map((p) => ({ code: 'E_INVALID', ...p }));
-    return { kind: 'reconcile', commit, digest: null, outcome: 'failed', errors, resources: [] };
-  }
-  const { resources, digest } = loaded.declaration;
-  const { observed, errors: readErrors } = await observe(resources, host.ctx);
-  const steps = plan(resources, host.store.data.owned, observed, (r, o) => handlerFor(r).diff(r, o));
-  const releases = steps.filter(isRelease);
-  const results = await applyPlan(steps.filter((s) => !readErrors.has(s.id) && !isRelease(s)), observed, host.store, host.ctx);
-  results.push(...releases.map((s) => release(host.store, s.id)));
-  results.push(...[...readErrors].map(([id, error]) => ({ id, result: 'failed' as const, error: `cannot read current state: ${error}` })));
-  const failed = results.filter((r) => r.result === 'failed').length;
-  const changed = results.filter((r) => !['unchanged', 'failed', 'skipped'].includes(r.result)).length;
-  const counts = { changed, drift: results.filter((r) => r.drift).length, failed, unchanged: results.filter((r) => r.result === 'unchanged').length };
-  return { kind: 'reconcile', commit, digest, outcome: failed > 0 ? 'failed' : 'applied', errors: [], resources: results, counts };
-}
-
-/** A removal of a resource whose prior state is not known (recovered from a report): removing it could destroy what was there. */
-function isRelease(step: Step): boolean {
-  return step.action === 'remove' && step.record.prior?.known === false;
-}
-
-function release(store: Store, id: string): ResourceResult {
-  store.drop(id);
-  return { id, result: 'released', changes: ['left as it is: it existed before mesh took it over, and the store it was recovered from held no copy of what was there'] };
 }
 
 async function report(host: Host, body: ReportBody, heartbeatMs: number, disconnected?: string): Promise<PassResult> {

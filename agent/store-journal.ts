@@ -5,17 +5,11 @@
  */
 import { closeSync, fdatasyncSync, ftruncateSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
-import * as z from 'zod';
-import { OwnedRecord } from '../schema/report.js';
 import { fsyncDir } from './atomic.js';
-import { corrupt, parseJson } from './store-snapshot.js';
+import type { Entry, StoreChecks } from './store-checks.js';
+import { ChecksNeeded, parseJson } from './store-snapshot.js';
 
-const Entry = z.union([
-  z.strictObject({ epoch: z.number().int().nonnegative(), put: OwnedRecord }),
-  z.strictObject({ epoch: z.number().int().nonnegative(), drop: z.string() }),
-]);
-/** One journal line: a record put or an id dropped, after the snapshot of epoch `epoch`. */
-export type Entry = z.infer<typeof Entry>;
+export type { Entry };
 
 export class Journal {
   private fd: number | null = null;
@@ -25,18 +19,21 @@ export class Journal {
 
   constructor(readonly path: string) {}
 
-  /** Every complete line, checked; a line that is not an entry makes the whole store unreadable. */
-  entries(): Entry[] {
-    return this.lines().map(({ line, text }) => {
-      const entry = Entry.safeParse(parseJson(text, `${this.path} line ${line}`));
-      if (!entry.success) throw corrupt(`${this.path} line ${line}`, entry.error.issues[0]?.message ?? 'unexpected shape');
-      return entry.data;
-    });
+  /** Every complete line, checked; a line that is not an entry makes the whole store unreadable. Without `checks`, any line throws ChecksNeeded. */
+  entries(checks: StoreChecks | null): Entry[] {
+    const lines = this.lines();
+    if (lines.length > 0 && !checks) throw new ChecksNeeded(this.path);
+    return lines.map(({ line, text }) => checks!.entry(parseJson(text, `${this.path} line ${line}`), `${this.path} line ${line}`));
   }
 
   /** Append `entry`; with `durable`, it is on disk when this returns. */
   add(entry: Entry, durable: boolean): void {
     this.append(JSON.stringify(entry), durable);
+  }
+
+  /** Append every entry with one write; with `durable`, all are on disk when this returns. */
+  addAll(entries: Entry[], durable: boolean): void {
+    this.append(entries.map((e) => JSON.stringify(e)).join('\n'), durable, entries.length);
   }
 
   private lines(): Array<{ line: number; text: string }> {
@@ -59,10 +56,10 @@ export class Journal {
     return this.count > 0;
   }
 
-  private append(text: string, durable: boolean): void {
+  private append(text: string, durable: boolean, lines = 1): void {
     if (this.fd === null) this.openForAppend();
-    writeSync(this.fd!, text + '\n');
-    this.count += 1;
+    writeFully(this.fd!, Buffer.from(text + '\n'));
+    this.count += lines;
     if (durable) fdatasyncSync(this.fd!);
   }
 
@@ -86,4 +83,9 @@ export class Journal {
     this.tornAt = null;
     fsyncDir(dirname(this.path)); // the journal's own name must survive a power cut before its lines matter
   }
+}
+
+/** writeSync until every byte is written (a large append may be written in parts). */
+function writeFully(fd: number, bytes: Buffer): void {
+  for (let at = 0; at < bytes.length; ) at += writeSync(fd, bytes, at);
 }

@@ -2,42 +2,40 @@
  * The store's snapshot, store.json: every record and the host's bookkeeping, rewritten
  * atomically. Beside it, store.json.sum holds the sha256 of the bytes last written: a snapshot
  * that still has exactly those bytes is not validated again (that is a tenth of a pass that
- * changes nothing), while any other snapshot, edited or damaged, is validated in full.
+ * changes nothing), while any other snapshot, edited or damaged, is validated in full by the
+ * schemas in store-checks.ts.
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import * as z from 'zod';
-import { OwnedRecord } from '../schema/report.js';
 import { writeFileAtomic } from './atomic.js';
 import { MeshError } from './errors.js';
+import type { StoreChecks, StoreData } from './store-checks.js';
 
-export const StoreFile = z.strictObject({
-  format: z.literal(1),
-  /** Counts snapshots; journal lines carry the epoch of the snapshot they follow. */
-  epoch: z.number().int().nonnegative().optional(),
-  owned: z.array(OwnedRecord),
-  lastApplied: z.strictObject({ commit: z.string(), digest: z.string(), at: z.string() }).nullable(),
-  lastContact: z.strictObject({ at: z.string(), commit: z.string() }).nullable(),
-  lastError: z.strictObject({ at: z.string(), message: z.string() }).nullable(),
-  /** The last report made: its chain position, what it said (for heartbeats) and whether it reached the server. */
-  report: z.strictObject({ sequence: z.number().int(), hash: z.string().nullable(), contentHash: z.string().nullable(), at: z.string().nullable(), pushed: z.boolean() }),
-});
-export type StoreData = z.infer<typeof StoreFile>;
+export type { StoreData };
+
+/** Thrown instead of validating when no checks were given: the caller loads them and opens again. */
+export class ChecksNeeded extends Error {
+  constructor(readonly where: string) {
+    super(`${where} must be validated, and the store's schemas are not loaded`);
+  }
+}
 
 /** The store of a machine the host has never recorded anything on. */
 export function emptyStore(): StoreData {
   return { format: 1, owned: [], lastApplied: null, lastContact: null, lastError: null, report: { sequence: 0, hash: null, contentHash: null, at: null, pushed: true } };
 }
 
-/** The snapshot at `path`, or null when there is none; one that cannot be read is an error a person must look at. */
-export function readSnapshot(path: string): StoreData | null {
+/**
+ * The snapshot at `path`, or null when there is none; one that cannot be read is an error a
+ * person must look at. Without `checks`, a snapshot that needs validating throws ChecksNeeded.
+ */
+export function readSnapshot(path: string, checks: StoreChecks | null): StoreData | null {
   if (!existsSync(path)) return null;
   const text = readFileSync(path, 'utf8');
   const parsed = parseJson(text, path);
   if (readSum(path) === sumOf(text)) return parsed as StoreData;
-  const result = StoreFile.safeParse(parsed);
-  if (!result.success) throw corrupt(path, result.error.issues[0]?.message ?? 'unexpected shape');
-  return result.data;
+  if (!checks) throw new ChecksNeeded(path);
+  return checks.snapshot(parsed, path);
 }
 
 /** Write `data` durably as the snapshot at `path` (temp file, fsync, rename, directory fsync), then its sum. */

@@ -1,107 +1,11 @@
 /**
- * The store: the host's record of what it owns, written after each resource is verified
- * (and as an intent before each change, so a crash mid-change is never an orphan). A store
- * that exists but cannot be read stops the host rather than letting it start from empty and
- * forget what it owns.
- *
- * On disk it is a snapshot, store.json (store-snapshot.ts, rewritten atomically by `save`),
- * and a journal, store.json.journal (store-journal.ts): one JSON line per record put or dropped
- * since that snapshot, so that recording a resource costs one short append instead of
- * rewriting every record. An intent or a drop is fsynced before `put`/`drop` returns, because
- * the change after an intent must never be an orphan. A verified record is appended without
- * waiting for the disk: if a power cut loses it, the record is still an intent, and the next
- * pass reads the resource back and verifies it again. Each journal line names the snapshot it
- * follows (`epoch`), so lines already folded into a newer snapshot are never applied twice.
+ * The store as most of the host opens it: store-core.ts with the schemas of store-checks.ts
+ * bound, so that `Store.open` validates whatever it must. `apply --bundle` uses
+ * `Store.openLoading` instead, which loads the schemas only when a store needs them.
  */
-import type { OwnedRecord } from '../schema/report.js';
-import { crashNow, faultDue } from './fault.js';
-import { Journal, type Entry } from './store-journal.js';
-import { emptyStore, readSnapshot, writeSnapshot, type StoreData } from './store-snapshot.js';
+import { storeChecks } from './store-checks.js';
+import { bindStoreChecks } from './store-core.js';
 
-export { emptyStore, type StoreData };
+bindStoreChecks(storeChecks);
 
-export class Store {
-  private index = new Map<string, number>();
-  private indexed: OwnedRecord[] | null = null;
-
-  private constructor(
-    readonly path: string,
-    public data: StoreData,
-    /** True when no store existed: a new machine, or one whose store was lost. */
-    readonly fresh: boolean,
-    private readonly journal: Journal,
-    /** The epoch of the snapshot on disk, kept here so that nothing done to `data` can change which lines follow it. */
-    private epoch: number,
-  ) {}
-
-  /** Open the store at `path`; a missing file is a fresh store, an unreadable one is an error a person must look at. */
-  static open(path: string): Store {
-    const snapshot = readSnapshot(path);
-    const journal = new Journal(`${path}.journal`);
-    const epoch = snapshot?.epoch ?? 0;
-    const replay = journal.entries().filter((e) => e.epoch === epoch);
-    // Without a snapshot, lines of epoch 0 are a first pass that stopped before its first save: not a lost store.
-    const store = new Store(path, snapshot ?? emptyStore(), snapshot === null && replay.length === 0, journal, epoch);
-    for (const entry of replay) store.applyEntry(entry);
-    return store;
-  }
-
-  /** Write the store durably, folding the journal into a new snapshot. */
-  save(): void {
-    this.epoch += 1;
-    writeSnapshot(this.path, { ...this.data, epoch: this.epoch });
-    this.journal.clear();
-  }
-
-  /** Whether the journal holds records not yet in the snapshot (a no-op pass adds none, and need not save). */
-  journaled(): boolean {
-    return this.journal.appended;
-  }
-
-  owned(id: string): OwnedRecord | undefined {
-    const i = this.find(id);
-    return i < 0 ? undefined : this.data.owned[i];
-  }
-
-  /** Insert or replace the record for `record.id`, keeping declared order for new records, and record it. */
-  put(record: OwnedRecord): void {
-    this.journal.add({ epoch: this.epoch, put: record }, record.state === 'intent');
-    this.applyEntry({ epoch: 0, put: record });
-    if (faultDue(record.state === 'intent' ? 'after-intent' : 'after-change')) crashNow();
-  }
-
-  /** Forget `id` (after its removal was verified) and record it. */
-  drop(id: string): void {
-    this.journal.add({ epoch: this.epoch, drop: id }, true);
-    this.applyEntry({ epoch: 0, drop: id });
-    if (faultDue('after-drop')) crashNow();
-  }
-
-  private applyEntry(entry: Entry): void {
-    const id = 'put' in entry ? entry.put.id : entry.drop;
-    const i = this.find(id);
-    if ('put' in entry) {
-      if (i >= 0) this.data.owned[i] = entry.put;
-      else this.index.set(id, this.data.owned.push(entry.put) - 1);
-    } else if (i >= 0) {
-      this.data.owned.splice(i, 1);
-      this.indexed = null;
-    }
-  }
-
-  /** Position of `id` in the owned list; the index is rebuilt whenever the list was changed behind its back. */
-  private find(id: string): number {
-    const owned = this.data.owned;
-    if (this.indexed !== owned || this.index.size !== owned.length) this.reindex();
-    const i = this.index.get(id);
-    if (i === undefined || owned[i]?.id === id) return i ?? -1;
-    this.reindex();
-    return this.index.get(id) ?? -1;
-  }
-
-  private reindex(): void {
-    this.index = new Map();
-    this.data.owned.forEach((r, i) => this.index.has(r.id) || this.index.set(r.id, i));
-    this.indexed = this.data.owned;
-  }
-}
+export { emptyStore, Store, type StoreData } from './store-core.js';

@@ -118,7 +118,4 @@ export type UserResource = z.infer<typeof UserResource>;
 export type GroupResource = z.infer<typeof GroupResource>;
 export type DeclarationFile = z.infer<typeof DeclarationFile>;
 
-/** The stable identity of a resource: its type and its path or name, e.g. `file:/etc/motd`. */
-export function resourceId(r: Resource): string {
-  return `${r.type}:${'path' in r ? r.path : r.name}`;
-}
+export { resourceId } from './resource-id.js';

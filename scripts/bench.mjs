@@ -17,8 +17,11 @@
 // as cf-agent expects), and P is a generated policy with one `files:` promise per resource:
 // `create`, `content` (the whole file, as mesh declares it) and `perms` (the mode). Both
 // read back what they manage and repair only what differs. Differences that remain: mesh
-// fsyncs every file it writes, its store and its directory entries (cf-agent does not), and
-// mesh keeps a store of what it owns and what was there before; cf-agent keeps no such record.
+// fsyncs what it writes (cf-agent does not): each changed file before it is renamed into
+// place, the intents of a pass's changes (one sync for all of them, before the first change),
+// each directory that changed (once per pass) and its store when the pass changed anything;
+// a pass that changes nothing writes nothing. And mesh keeps a store of what it owns and what
+// was there before; cf-agent keeps no such record.
 // Wall time is from spawn to exit; peak RSS and CPU come from the kernel (wait4 via GNU time).
 // Results: a table on stdout and bench-results/bench.json (BENCH_SIZES=100,1000 to choose N;
 // MESH_DIST=DIR to measure a build other than dist/).

@@ -2,13 +2,33 @@
 // Bundles mesh-cli and mesh-host into single files in dist/ (the host ships to machines as
 // one file). `--schema` also writes the JSON Schema files for editors into schema/json/.
 import { build } from 'esbuild';
+import { builtinModules } from 'node:module';
 import { chmodSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const top = join(dirname(fileURLToPath(import.meta.url)), '..');
 const version = process.env.MESH_BUILD_VERSION ?? JSON.parse(readFileSync(join(top, 'package.json'), 'utf8')).version;
+// esbuild hoists every `import ... from 'node:x'` to the top of the bundle, so each process
+// would load http, tls, zlib and the rest even when the command it runs imports them lazily
+// (main.ts imports each command when it runs). This plugin turns those imports into requires
+// made when the importing module is first evaluated: a short `apply` then loads only the
+// built-ins it uses. Behaviour is unchanged; named imports become property reads. The ones
+// Node has loaded before any user code runs stay plain imports (nothing to save there).
+const preloaded = new Set(['events', 'buffer', 'path', 'querystring', 'async_hooks', 'timers', 'util', 'fs', 'url', 'string_decoder', 'process', 'module']);
+const lazyBuiltins = {
+  name: 'lazy-builtins',
+  setup(b) {
+    const names = new Set(builtinModules.filter((m) => !preloaded.has(m)).flatMap((m) => [m, `node:${m}`]));
+    b.onResolve({ filter: /^[a-z_/:]+$/ }, (args) => {
+      if (args.kind !== 'import-statement' || !names.has(args.path) || args.namespace === 'lazy-builtin') return undefined;
+      return { path: args.path.replace(/^node:/, ''), namespace: 'lazy-builtin' };
+    });
+    b.onLoad({ filter: /.*/, namespace: 'lazy-builtin' }, (args) => ({ contents: `module.exports = require(${JSON.stringify(`node:${args.path}`)});`, loader: 'js' }));
+  },
+};
 const common = {
+  plugins: [lazyBuiltins],
   bundle: true,
   platform: 'node',
   target: 'node20',
@@ -20,17 +40,41 @@ const common = {
   minifyWhitespace: true,
   banner: { js: "import { createRequire as __meshRequire } from 'node:module'; const require = __meshRequire(import.meta.url);" },
 };
+// Compiling the host's bundle is a fixed cost of every process, and most of it would be the
+// libraries a short `apply` never runs (git, the logger, and the YAML parser and schemas that
+// a cached declaration does not need): V8 parses every function in a file before it runs any.
+// So in mesh-host each of these libraries is bundled on its own and kept in the file as a
+// string, compiled the first time something requires it (vm.compileFunction, with a file name
+// that says which library a stack frame is in). It is still one file.
+const VENDORED = ['isomorphic-git', 'isomorphic-git/http/node', 'pino', 'yaml', 'zod'];
+const vendorBanner = `import { compileFunction as __meshCompile } from 'node:vm'; const __meshVendor = (name, code) => { const module = { exports: {} }; const file = new URL(import.meta.url).pathname; __meshCompile(code, ['exports', 'require', 'module', '__filename', '__dirname'], { filename: file + '#vendor/' + name })(module.exports, require, module, file, file.slice(0, file.lastIndexOf('/'))); return module.exports; };`;
+async function vendored() {
+  const code = {};
+  for (const name of VENDORED) {
+    const out = await build({ stdin: { contents: `module.exports = require(${JSON.stringify(name)});`, resolveDir: top }, bundle: true, platform: 'node', target: 'node20', format: 'cjs', logLevel: 'warning', minifyWhitespace: true, write: false });
+    code[name] = out.outputFiles[0].text;
+  }
+  return {
+    name: 'vendored',
+    setup(b) {
+      b.onResolve({ filter: /^[a-z]/ }, (args) => (args.namespace !== 'vendored' && Object.hasOwn(code, args.path) ? { path: args.path, namespace: 'vendored' } : undefined));
+      b.onLoad({ filter: /.*/, namespace: 'vendored' }, (args) => ({ contents: `module.exports = __meshVendor(${JSON.stringify(args.path)}, ${JSON.stringify(code[args.path])});`, loader: 'js' }));
+    },
+  };
+}
+
 // mesh-host is a guest on every machine: V8 would grow its young generation to 2 x 16 MB while
 // a large declaration is parsed, which alone is a third of the resident memory of a 1,000-file
 // pass. Keeping it at its first size costs a few per cent of CPU on such passes and none on
 // passes that change nothing (measured with `npm run bench`).
-const hostBanner = common.banner.js + " import __meshV8 from 'node:v8'; __meshV8.setFlagsFromString('--semi-space-growth-factor=1');";
+const hostBanner = common.banner.js + " import __meshV8 from 'node:v8'; __meshV8.setFlagsFromString('--semi-space-growth-factor=1'); " + vendorBanner;
 
 const outdir = process.env.MESH_BUILD_OUT ?? join(top, 'dist');
 const entries = { 'mesh-host': 'agent/main.ts', 'mesh-cli': 'mesh-cli/main.ts' };
 for (const [name, entry] of Object.entries(entries)) {
   const outfile = join(outdir, `${name}.mjs`);
-  await build({ ...common, ...(name === 'mesh-host' ? { banner: { js: hostBanner } } : {}), entryPoints: [join(top, entry)], outfile });
+  const host = name === 'mesh-host' ? { banner: { js: hostBanner }, plugins: [...common.plugins, await vendored()] } : {};
+  await build({ ...common, ...host, entryPoints: [join(top, entry)], outfile });
   chmodSync(outfile, 0o755);
 }
 

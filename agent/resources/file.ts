@@ -42,7 +42,10 @@ export const fileHandler: Handler<FileResource> = {
     }
     const mode = parseInt(normalMode(r.mode ?? now?.mode ?? '0644'), 8);
     const content = r.content !== undefined ? Buffer.from(r.content) : now ? readFileSync(real) : Buffer.alloc(0);
-    writeFileAtomic(real, content, mode);
+    // The directory is synced once at the end of the pass (apply.ts): until then a power cut can
+    // only lose this rename (the old file stays whole); the intent, already durable, keeps the
+    // file owned, and the next pass reads it back and repairs it as drift.
+    writeFileAtomic(real, content, mode, { deferDirSync: true });
     chmodSync(real, mode); // the umask narrowed the mode given to open()
     const { uid, gid } = describeOwnership(ctx.root, r, lstatSync(real));
     chownSync(real, uid, gid);

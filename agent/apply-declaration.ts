@@ -1,0 +1,43 @@
+/**
+ * load → observe → plan → apply: one pass over a declaration, the part of a reconcile pass
+ * (reconcile.ts) that `mesh-host apply --bundle` also runs. Kept apart from the loop so that a
+ * one-off `apply` does not load git, trust and reports.
+ */
+import type { ResourceResult } from '../schema/report.js';
+import { applyPlan, observe } from './apply.js';
+import { loadDeclaration, type TreeReader } from './declaration.js';
+import type { Host } from './host.js';
+import { plan, type Step } from './plan.js';
+import type { ReportBody } from './report.js';
+import { handlerFor } from './resources/index.js';
+import type { Store } from './store.js';
+
+/** load → observe → plan → apply against `tree`; the result becomes the body of the report. */
+export async function applyDeclaration(host: { config: { node: string }; store: Host['store']; ctx: Host['ctx'] }, tree: TreeReader, commit: string | null): Promise<ReportBody> {
+  const loaded = await loadDeclaration(tree, host.config.node);
+  if (!loaded.ok) {
+    const errors = loaded.problems.map((p) => ({ code: 'E_INVALID', ...p }));
+    return { kind: 'reconcile', commit, digest: null, outcome: 'failed', errors, resources: [] };
+  }
+  const { resources, digest } = loaded.declaration;
+  const { observed, errors: readErrors } = await observe(resources, host.ctx);
+  const steps = plan(resources, host.store.data.owned, observed, (r, o) => handlerFor(r).diff(r, o));
+  const releases = steps.filter(isRelease);
+  const results = await applyPlan(steps.filter((s) => !readErrors.has(s.id) && !isRelease(s)), observed, host.store, host.ctx);
+  results.push(...releases.map((s) => release(host.store, s.id)));
+  results.push(...[...readErrors].map(([id, error]) => ({ id, result: 'failed' as const, error: `cannot read current state: ${error}` })));
+  const failed = results.filter((r) => r.result === 'failed').length;
+  const changed = results.filter((r) => !['unchanged', 'failed', 'skipped'].includes(r.result)).length;
+  const counts = { changed, drift: results.filter((r) => r.drift).length, failed, unchanged: results.filter((r) => r.result === 'unchanged').length };
+  return { kind: 'reconcile', commit, digest, outcome: failed > 0 ? 'failed' : 'applied', errors: [], resources: results, counts };
+}
+
+/** A removal of a resource whose prior state is not known (recovered from a report): removing it could destroy what was there. */
+function isRelease(step: Step): boolean {
+  return step.action === 'remove' && step.record.prior?.known === false;
+}
+
+function release(store: Store, id: string): ResourceResult {
+  store.drop(id);
+  return { id, result: 'released', changes: ['left as it is: it existed before mesh took it over, and the store it was recovered from held no copy of what was there'] };
+}

@@ -1,0 +1,137 @@
+/**
+ * The store: the host's record of what it owns, written after each resource is verified
+ * (and as an intent before each change, so a crash mid-change is never an orphan). A store
+ * that exists but cannot be read stops the host rather than letting it start from empty and
+ * forget what it owns.
+ *
+ * On disk it is a snapshot, store.json (store-snapshot.ts, rewritten atomically by `save`),
+ * and a journal, store.json.journal (store-journal.ts): one JSON line per record put or dropped
+ * since that snapshot, so that recording a resource costs one short append instead of
+ * rewriting every record. Intents (`intend`, all of a pass's at once) and drops are fsynced
+ * before they return, because the change after an intent must never be an orphan. A verified record is appended without
+ * waiting for the disk: if a power cut loses it, the record is still an intent, and the next
+ * pass reads the resource back and verifies it again. Each journal line names the snapshot it
+ * follows (`epoch`), so lines already folded into a newer snapshot are never applied twice.
+ */
+import type { OwnedRecord } from '../schema/report.js';
+import { crashNow, faultDue } from './fault.js';
+import type { StoreChecks } from './store-checks.js';
+import { Journal, type Entry } from './store-journal.js';
+import { ChecksNeeded, emptyStore, readSnapshot, writeSnapshot, type StoreData } from './store-snapshot.js';
+
+export { emptyStore, type StoreData };
+
+/** The schemas `open` validates with; store.ts sets them for every caller that imports it. */
+let boundChecks: StoreChecks | null = null;
+
+/** Validate with `checks` in every `Store.open` that is not given its own. */
+export function bindStoreChecks(checks: StoreChecks): void {
+  boundChecks = checks;
+}
+
+export class Store {
+  private index = new Map<string, number>();
+  private indexed: OwnedRecord[] | null = null;
+
+  private constructor(
+    readonly path: string,
+    public data: StoreData,
+    /** True when no store existed: a new machine, or one whose store was lost. */
+    readonly fresh: boolean,
+    private readonly journal: Journal,
+    /** The epoch of the snapshot on disk, kept here so that nothing done to `data` can change which lines follow it. */
+    private epoch: number,
+  ) {}
+
+  /**
+   * Open the store at `path`; a missing file is a fresh store, an unreadable one is an error a
+   * person must look at. Whatever is not exactly as this host last wrote it is validated with
+   * `checks`; with none (neither given nor bound), it throws ChecksNeeded instead.
+   */
+  static open(path: string, checks: StoreChecks | null = boundChecks): Store {
+    const snapshot = readSnapshot(path, checks);
+    const journal = new Journal(`${path}.journal`);
+    const epoch = snapshot?.epoch ?? 0;
+    const replay = journal.entries(checks).filter((e) => e.epoch === epoch);
+    // Without a snapshot, lines of epoch 0 are a first pass that stopped before its first save: not a lost store.
+    const store = new Store(path, snapshot ?? emptyStore(), snapshot === null && replay.length === 0, journal, epoch);
+    for (const entry of replay) store.applyEntry(entry);
+    return store;
+  }
+
+  /** `open`, loading the schemas only when something must be validated: a store left as written needs none. */
+  static async openLoading(path: string): Promise<Store> {
+    try {
+      return Store.open(path, boundChecks);
+    } catch (e) {
+      if (!(e instanceof ChecksNeeded)) throw e;
+    }
+    return Store.open(path, (await import('./store-checks.js')).storeChecks);
+  }
+
+  /** Write the store durably, folding the journal into a new snapshot. */
+  save(): void {
+    this.epoch += 1;
+    writeSnapshot(this.path, { ...this.data, epoch: this.epoch });
+    this.journal.clear();
+  }
+
+  /** Whether the journal holds records not yet in the snapshot (a no-op pass adds none, and need not save). */
+  journaled(): boolean {
+    return this.journal.appended;
+  }
+
+  owned(id: string): OwnedRecord | undefined {
+    const i = this.find(id);
+    return i < 0 ? undefined : this.data.owned[i];
+  }
+
+  /** Insert or replace the record for `record.id`, keeping declared order for new records, and record it. */
+  put(record: OwnedRecord): void {
+    this.journal.add({ epoch: this.epoch, put: record }, record.state === 'intent');
+    this.applyEntry({ epoch: 0, put: record });
+    if (record.state !== 'intent' && faultDue('after-change')) crashNow();
+  }
+
+  /** Record the intents of the changes a pass is about to make: one append and one sync for all of them, on disk when this returns. */
+  intend(records: OwnedRecord[]): void {
+    if (records.length === 0) return;
+    this.journal.addAll(records.map((put) => ({ epoch: this.epoch, put })), true);
+    for (const put of records) this.applyEntry({ epoch: 0, put });
+  }
+
+  /** Forget `id` (after its removal was verified) and record it. */
+  drop(id: string): void {
+    this.journal.add({ epoch: this.epoch, drop: id }, true);
+    this.applyEntry({ epoch: 0, drop: id });
+    if (faultDue('after-drop')) crashNow();
+  }
+
+  private applyEntry(entry: Entry): void {
+    const id = 'put' in entry ? entry.put.id : entry.drop;
+    const i = this.find(id);
+    if ('put' in entry) {
+      if (i >= 0) this.data.owned[i] = entry.put;
+      else this.index.set(id, this.data.owned.push(entry.put) - 1);
+    } else if (i >= 0) {
+      this.data.owned.splice(i, 1);
+      this.indexed = null;
+    }
+  }
+
+  /** Position of `id` in the owned list; the index is rebuilt whenever the list was changed behind its back. */
+  private find(id: string): number {
+    const owned = this.data.owned;
+    if (this.indexed !== owned || this.index.size !== owned.length) this.reindex();
+    const i = this.index.get(id);
+    if (i === undefined || owned[i]?.id === id) return i ?? -1;
+    this.reindex();
+    return this.index.get(id) ?? -1;
+  }
+
+  private reindex(): void {
+    this.index = new Map();
+    this.data.owned.forEach((r, i) => this.index.has(r.id) || this.index.set(r.id, i));
+    this.indexed = this.data.owned;
+  }
+}

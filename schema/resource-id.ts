@@ -1,0 +1,10 @@
+/**
+ * A resource's identity, apart from the schemas: code that only needs ids (the host's apply
+ * path) then does not build every schema at start-up. schema/declaration.ts re-exports it.
+ */
+import type { Resource } from './declaration.js';
+
+/** The stable identity of a resource: its type and its path or name, e.g. `file:/etc/motd`. */
+export function resourceId(r: Resource): string {
+  return `${r.type}:${'path' in r ? r.path : r.name}`;
+}
