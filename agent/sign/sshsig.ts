@@ -9,7 +9,7 @@
  * replayed for another. Ed25519 is deterministic, so signSsh() gives byte for byte what
  * `ssh-keygen -Y sign` gives for the same key, namespace and message.
  */
-import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
+import { createHash, createPrivateKey, createPublicKey, randomBytes, sign, verify, type KeyObject } from 'node:crypto';
 import { MeshError } from '../errors.js';
 import { armor, dearmor, sshString, uint32, WireError, WireReader } from './wire.js';
 
@@ -18,9 +18,17 @@ const KEY_TYPE = 'ssh-ed25519';
 const LABEL = 'SSH SIGNATURE';
 const MAX_ARMORED = 64 * 1024; // a real ed25519 signature is ~300 characters
 
-/** A fresh ed25519 key pair. */
+/** PKCS#8 DER of an ed25519 private key, up to its 32-byte seed (RFC 8410). */
+const PKCS8_ED25519 = Buffer.from('302e020100300506032b657004220420', 'hex');
+
+/**
+ * A fresh ed25519 key pair, made from 32 random bytes rather than with generateKeyPairSync:
+ * Node 20.20 can deadlock when the garbage collector frees a finished key-generation job while
+ * another key of that job is being exported (seen here after a few hundred keys in one process).
+ */
 export function generateKeyPair(): { privateKey: KeyObject; publicKey: KeyObject } {
-  return generateKeyPairSync('ed25519');
+  const privateKey = createPrivateKey({ key: Buffer.concat([PKCS8_ED25519, randomBytes(32)]), format: 'der', type: 'pkcs8' });
+  return { privateKey, publicKey: createPublicKey(privateKey) };
 }
 
 /** The key as an OpenSSH authorized_keys line: "ssh-ed25519 AAAAC3... comment". */
