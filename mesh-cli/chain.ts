@@ -5,21 +5,18 @@
  * - reordered: the tip's `previous` is not the hash of its parent commit's status.json, or its
  *   sequence is not the parent's + 1 (a heartbeat that replaced an earlier heartbeat may skip
  *   numbers: the report it names is gone by design);
- * - forked: the tip does not descend from the tip status saw last time (kept in the checkout as
- *   refs/mesh/chain/<node>), unless that one was a heartbeat and the new tip descends from its
- *   parent (it was replaced); the verdict stays while that tip does;
- * - replayed: the tip's sequence is lower than one status has already seen from a valid report.
+ * - forked: the tip does not descend from the tip seen last time, unless that one was a
+ *   heartbeat and the new tip descends from its parent (it was replaced); the verdict stays
+ *   while that tip does;
+ * - replayed: the tip's sequence is lower than one already seen from a valid report.
  *
- * What status has seen lives in the checkout's git dir (mesh-chain.json and those refs), so
- * a server that rewinds a report branch between two runs of status is caught on the second.
+ * What was seen lives in the checkout's report index (report-index.ts), so a server that
+ * rewinds a report branch between two runs of status is caught on the second. This file is
+ * pure: the index hands it the commits it fetched.
  */
-import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { isAbsolute, join } from 'node:path';
 import type { VerifiedReport } from '../agent/verify-report.js';
-import { catFiles, type Fleet } from './fleet.js';
-import { REPORTS } from './reports.js';
+import type { Report } from '../schema/report.js';
 
 export type ChainVerdict = 'ok' | 'replayed' | 'reordered' | 'forked';
 
@@ -30,100 +27,73 @@ export const CHAIN_NOTES: Record<Exclude<ChainVerdict, 'ok'>, string> = {
   forked: 'the report branch was rewritten: its tip does not descend from the tip status saw before',
 };
 
-interface Seen {
-  sequence: number;
+/** A report's place in its chain: the hash of its status.json and its sequence (null when unreadable). */
+export interface Link {
+  sha: string;
+  sequence: number | null;
+}
+
+/** A report commit as the chain check remembers it. */
+export interface SeenTip {
+  commit: string;
+  parent: string | null;
+  heartbeat: boolean;
+  /** This report's link (null: no status.json). */
+  link: Link | null;
+  /** Its parent's link, when it was known. */
+  parentLink: Link | null;
+}
+
+/** The chain state of one branch, updated by `chainStep`. */
+export interface ChainState {
+  maxSequence: number;
   forked: string[];
+  tip: SeenTip & { verdict: Omit<VerifiedReport, 'report'>; report: Report | null };
 }
 
-const HEARTBEAT = 'Mesh-Heartbeat: yes';
-const SEEN_REFS = 'refs/mesh/chain/';
+/** Commits fetched with the new tip: parent and link of `oid`, undefined when it was not fetched. */
+export type Lookup = (oid: string) => { parent: string | null; link: Link | null } | undefined;
 
-/** Check every node's report chain against what status saw before, and remember what it sees now. */
-export async function checkChains(fleet: Fleet, nodes: string[], reports: Map<string, VerifiedReport>): Promise<Map<string, ChainVerdict>> {
-  const file = await statePath(fleet);
-  const state = readState(file);
-  const tips = await refs(fleet, REPORTS);
-  const seenTips = await refs(fleet, SEEN_REFS);
-  const specs = nodes.flatMap((n) => [`${REPORTS}${n}`, `${REPORTS}${n}^:status.json`, `${REPORTS}${n}^`]);
-  const blobs = await catFiles(fleet.dir, specs);
-  const verdicts = new Map<string, ChainVerdict>();
-  const updates: string[] = [];
-  for (const node of nodes) {
-    const tip = tips.get(node);
-    if (!tip) continue;
-    const seen = (state[node] ??= { sequence: 0, forked: [] });
-    const before = seenTips.get(node);
-    if (before && before !== tip && !(await descendsOrReplaces(fleet, tip, before))) seen.forked = [...seen.forked.slice(-19), tip];
-    if (before !== tip) updates.push(`update ${SEEN_REFS}${node} ${tip}\n`);
-    const report = reports.get(node)?.signature === 'valid' ? reports.get(node)!.report! : undefined;
-    const replayed = report !== undefined && report.sequence < seen.sequence;
-    if (report) seen.sequence = Math.max(seen.sequence, report.sequence);
-    const message = commitMessage(blobs.get(`${REPORTS}${node}`) ?? null);
-    const parent = blobs.get(`${REPORTS}${node}^`) ? (blobs.get(`${REPORTS}${node}^:status.json`)?.toString('utf8') ?? '') : null;
-    const ordered = !report || inOrder(report.previous, report.sequence, parent, message.includes(HEARTBEAT));
-    verdicts.set(node, replayed ? 'replayed' : seen.forked.includes(tip) ? 'forked' : ordered ? 'ok' : 'reordered');
+/** The verdict for `state.tip`, a new tip after `seen` (undefined: first sight); updates the state. */
+export function chainStep(seen: SeenTip | undefined, state: ChainState, lookup: Lookup): ChainVerdict {
+  const tip = state.tip;
+  if (seen && !descends(tip, seen, lookup)) state.forked = [...state.forked.slice(-19), tip.commit];
+  tip.parentLink = parentLink(tip, seen, lookup);
+  const report = tip.verdict.signature === 'valid' ? tip.report : null;
+  const replayed = report !== null && report.sequence < state.maxSequence;
+  if (report) state.maxSequence = Math.max(state.maxSequence, report.sequence);
+  const ordered = !report || tip.parent === null || (tip.parentLink !== null && inOrder(report.previous, report.sequence, tip.parentLink, tip.heartbeat));
+  return replayed ? 'replayed' : state.forked.includes(tip.commit) ? 'forked' : ordered ? 'ok' : 'reordered';
+}
+
+/** Whether a report (previous, sequence) follows its parent's `link`. */
+export function inOrder(previous: string | null, sequence: number, link: Link, heartbeat: boolean): boolean {
+  if (link.sequence === null) return false;
+  if (previous === link.sha && sequence === link.sequence + 1) return true;
+  return heartbeat && sequence > link.sequence;
+}
+
+/** Whether walking parents from `tip` reaches `seen` (or, when `seen` was a heartbeat, the report it sat on). */
+function descends(tip: SeenTip, seen: SeenTip, lookup: Lookup): boolean {
+  let at = tip.commit;
+  for (let steps = 0; steps < 100_000; steps++) {
+    if (at === seen.commit || (seen.heartbeat && at === seen.parent)) return true;
+    const parent = at === tip.commit ? tip.parent : lookup(at)?.parent;
+    if (!parent) return false;
+    at = parent;
   }
-  if (updates.length > 0) spawnSync('git', ['update-ref', '--stdin'], { cwd: fleet.dir, input: updates.join(''), stdio: ['pipe', 'ignore', 'ignore'] });
-  writeFileSync(file, JSON.stringify({ format: 1, nodes: state }) + '\n');
-  return verdicts;
+  return false;
 }
 
-/** Whether a report (previous, sequence) follows the report in its parent commit (`parent`: its status.json, '' if none, null for no parent). */
-export function inOrder(previous: string | null, sequence: number, parent: string | null, heartbeat: boolean): boolean {
-  if (parent === null) return true; // the first report on the branch
-  const parentSequence = sequenceOf(parent);
-  if (parentSequence === null) return false;
-  if (previous === sha256(parent) && sequence === parentSequence + 1) return true;
-  return heartbeat && sequence > parentSequence;
+function parentLink(tip: SeenTip, seen: SeenTip | undefined, lookup: Lookup): Link | null {
+  if (tip.parent === null) return null;
+  if (seen && tip.parent === seen.commit) return seen.link;
+  const fetched = lookup(tip.parent);
+  if (fetched) return fetched.link;
+  return seen?.heartbeat && tip.parent === seen.parent ? seen.parentLink : null;
 }
 
-async function descendsOrReplaces(fleet: Fleet, tip: string, before: string): Promise<boolean> {
-  if (await isAncestor(fleet, before, tip)) return true;
-  const message = commitMessage((await catFiles(fleet.dir, [before])).get(before) ?? null);
-  if (!message.includes(HEARTBEAT)) return false;
-  const parent = (await fleet.git.raw(['rev-parse', '--verify', '--quiet', `${before}^`]).catch(() => '')).trim();
-  return parent !== '' && (await isAncestor(fleet, parent, tip));
-}
-
-async function isAncestor(fleet: Fleet, ancestor: string, oid: string): Promise<boolean> {
-  // The exit code is the answer (simple-git would take a silent exit 1 for success).
-  return spawnSync('git', ['merge-base', '--is-ancestor', ancestor, oid], { cwd: fleet.dir, stdio: 'ignore' }).status === 0;
-}
-
-async function refs(fleet: Fleet, prefix: string): Promise<Map<string, string>> {
-  const out = await fleet.git.raw(['for-each-ref', '--format=%(objectname) %(refname)', prefix]).catch(() => '');
-  return new Map(out.split('\n').filter(Boolean).map((l) => [l.slice(l.indexOf(' ') + 1 + prefix.length), l.slice(0, l.indexOf(' '))]));
-}
-
-function commitMessage(raw: Buffer | null): string {
-  if (!raw) return '';
-  const text = raw.toString('utf8');
-  const end = text.indexOf('\n\n');
-  return end < 0 ? '' : text.slice(end + 2);
-}
-
-function sequenceOf(text: string): number | null {
-  try {
-    const n = (JSON.parse(text) as { sequence?: unknown }).sequence;
-    return typeof n === 'number' && Number.isInteger(n) ? n : null;
-  } catch {
-    return null;
-  }
-}
-
-async function statePath(fleet: Fleet): Promise<string> {
-  const path = (await fleet.git.raw(['rev-parse', '--git-path', 'mesh-chain.json'])).trim();
-  return isAbsolute(path) ? path : join(fleet.dir, path);
-}
-
-function readState(file: string): Record<string, Seen> {
-  try {
-    return existsSync(file) ? ((JSON.parse(readFileSync(file, 'utf8')) as { nodes?: Record<string, Seen> }).nodes ?? {}) : {};
-  } catch {
-    return {};
-  }
-}
-
-function sha256(text: string): string {
+/** "sha256:<hex>" of a report's text, as reports name the one before them. */
+export function sha256(text: string): string {
   return 'sha256:' + createHash('sha256').update(text).digest('hex');
 }

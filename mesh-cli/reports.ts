@@ -1,6 +1,7 @@
 /**
- * The reports as the operator sees them: one `git fetch` of main and every report branch,
- * then each report verified against the identity chain on main (agent/verify-report.ts).
+ * The reports as the operator sees them: main fetched, every report branch's last report kept
+ * in the checkout's report index (report-index.ts), each verified against the identity chain
+ * on main (agent/verify-report.ts).
  * status, validate, plan and the rollout of a commit all read reports through here, so
  * they agree about which reports count: only those whose signature is valid.
  */
@@ -9,9 +10,11 @@ import { loadYaml } from '../schema/load.js';
 import type { Report } from '../schema/report.js';
 import { verifyReport, type VerifiedReport } from '../agent/verify-report.js';
 import { messageOf } from '../agent/errors.js';
+import type { ChainVerdict } from './chain.js';
+import { refreshIndex, type ReportIndex } from './report-index.js';
 import { catFiles, type Fleet } from './fleet.js';
 
-/** Where the report branches land in the operator's checkout. */
+/** Where `fetchBranches` puts whole report branches (a node's history); status itself keeps no ref per node. */
 export const REPORTS = 'refs/remotes/origin/reports/';
 
 /** The fetched main branch, which is what identities and ancestry are read from. */
@@ -19,10 +22,13 @@ export function mainRef(fleet: Fleet): string {
   return `refs/remotes/origin/${fleet.config.mainBranch}`;
 }
 
-/** Fetch main and every report branch from origin in one `git fetch`. */
+const indexes = new WeakMap<Fleet, ReportIndex>();
+
+/** Fetch main, then bring the report index up to date with origin's report branches (report-index.ts). */
 export async function fetchReports(fleet: Fleet): Promise<void> {
   const main = fleet.config.mainBranch;
-  await fleet.git.fetch(['--prune', 'origin', `+refs/heads/${main}:refs/remotes/origin/${main}`, `+refs/heads/reports/*:${REPORTS}*`]);
+  await fleet.git.fetch(['origin', `+refs/heads/${main}:refs/remotes/origin/${main}`]);
+  indexes.set(fleet, await refreshIndex(fleet, mainRef(fleet), true));
 }
 
 /** Fetch like `fetchReports`, but a failure becomes a note (the reports already fetched are used). */
@@ -35,10 +41,23 @@ export async function tryFetchReports(fleet: Fleet): Promise<string | null> {
   }
 }
 
-/** Nodes that have a fetched report branch. */
+/** Fetch main and the whole report branches of `nodes` into REPORTS (for a node's history); a node without a branch is skipped. */
+export async function fetchBranches(fleet: Fleet, nodes: string[]): Promise<void> {
+  const main = fleet.config.mainBranch;
+  await fleet.git.fetch(['origin', `+refs/heads/${main}:refs/remotes/origin/${main}`]);
+  for (const n of nodes) await fleet.git.fetch(['origin', `+refs/heads/reports/${n}:${REPORTS}${n}`]).catch(() => undefined);
+}
+
+/** The report index as fetched before (verified again where node.yaml on main changed). */
+async function reportIndex(fleet: Fleet): Promise<ReportIndex> {
+  let index = indexes.get(fleet);
+  if (!index) indexes.set(fleet, (index = await refreshIndex(fleet, mainRef(fleet), false)));
+  return index;
+}
+
+/** Nodes that have a report branch (as last fetched). */
 export async function reportedNodes(fleet: Fleet): Promise<string[]> {
-  const refs = await fleet.git.raw(['for-each-ref', '--format=%(refname)', REPORTS]);
-  return refs.split('\n').filter(Boolean).map((r) => r.slice(REPORTS.length));
+  return [...(await reportIndex(fleet)).keys()];
 }
 
 /** Each node's identity (nodes/<node>/node.yaml on the fetched main), null when it has none or it is broken. */
@@ -62,13 +81,16 @@ export async function verifyAt(fleet: Fleet, node: string, commits: string[], id
   return new Map(commits.map((c) => [c, { ...verifyReport(node, text(`${c}:status.json`), text(`${c}:status.json.sig`), identity), text: text(`${c}:status.json`) }]));
 }
 
-/** Every node's last report (the tip of its report branch), verified; nodes without a branch map to `missing`. */
-export async function lastReports(fleet: Fleet, nodes: string[]): Promise<Map<string, VerifiedReport>> {
-  const ids = await identities(fleet, nodes);
-  const specs = nodes.flatMap((n) => [`${REPORTS}${n}:status.json`, `${REPORTS}${n}:status.json.sig`]);
-  const blobs = await catFiles(fleet.dir, specs);
-  const text = (spec: string) => blobs.get(spec)?.toString('utf8') ?? null;
-  return new Map(nodes.map((n) => [n, verifyReport(n, text(`${REPORTS}${n}:status.json`), text(`${REPORTS}${n}:status.json.sig`), ids.get(n) ?? null)]));
+/** Every node's last report, verified, with its chain verdict; nodes without a branch map to `missing`. */
+export async function lastReports(fleet: Fleet, nodes: string[]): Promise<Map<string, VerifiedReport & { chain: ChainVerdict }>> {
+  const index = await reportIndex(fleet);
+  return new Map(
+    nodes.map((n) => {
+      const tip = index.get(n);
+      if (!tip) return [n, { signature: 'missing' as const, reason: 'no status.json on the report branch', chain: 'ok' as const }];
+      return [n, { ...tip.verdict, ...(tip.report ? { report: tip.report } : {}), chain: tip.chain }];
+    }),
+  );
 }
 
 /** The report if its signature is valid; a report that does not verify says nothing about the node. */
@@ -95,6 +117,7 @@ export function failureLines(report: Report): string[] {
 
 /** The newest report on `node`'s branch whose signature is valid, looking back at most `depth` reports. */
 export async function newestValid(fleet: Fleet, node: string, depth = 20): Promise<Report | undefined> {
+  await fleet.git.fetch(['origin', `+refs/heads/reports/${node}:${REPORTS}${node}`]).catch(() => undefined);
   const log = await fleet.git.raw(['log', '--format=%H', '-n', String(depth), `${REPORTS}${node}`, '--']).catch(() => '');
   const commits = log.split('\n').filter(Boolean);
   const verified = await verifyAt(fleet, node, commits, (await identities(fleet, [node])).get(node) ?? null);

@@ -64,7 +64,7 @@ export async function realFleet(sim, { n, work, bare, server, statusRun }) {
   const checkout = join(work, 'operator');
   mkdirSync(checkout);
   git(work, ['clone', '--quiet', `${server.operatorUrl}fleet.git`, checkout]);
-  git(checkout, ['fetch', '--quiet', 'origin', '+refs/heads/reports/*:refs/remotes/origin/reports/*']);
+  out.statusCold = await statusRun(checkout, n); // builds the checkout's report index
   const heartbeat = async (at) => {
     before = sampleMeters();
     progress(`reports of ${SAMPLE} hosts at ${at.toISOString()}, ${SPREAD} at a time`);
@@ -77,9 +77,6 @@ export async function realFleet(sim, { n, work, bare, server, statusRun }) {
   progress('mesh-cli status');
   out.status = await statusRun(checkout, n); // reports changed since the operator's last fetch
   out.heartbeatReplace = await heartbeat(new Date(now.getTime() + 2 * FIFTEEN_MIN));
-  progress('status, phase by phase');
-  out.statusPhases = await sim.statusPhases(checkout);
-  out.statusFast = await sim.fastStatusPhases(checkout, { fetch: false });
   out.historyPerNode = Number(git(bare, ['rev-list', '--count', `refs/heads/reports/${names[1]}`]));
   return out;
 }

@@ -18,8 +18,6 @@ import type { NodeKeys } from './bench-fleet-keys.js';
 
 export { nodeKeys, identityYaml, declarationYaml, type NodeKeys } from './bench-fleet-keys.js';
 export { generateReports } from './bench-fleet-generate.js';
-export { statusPhases } from './bench-fleet-status.js';
-export { fastStatusPhases } from './bench-fleet-status-fast.js';
 
 /** One simulated host: its own git dir, HTTP client (and meter), store and node key. */
 export class SimHost {

@@ -3,7 +3,8 @@ const kb = (b) => (b === undefined ? '-' : b < 10_240 ? `${(b / 1024).toFixed(2)
 const op = (o) => (o ? `${fmt(o.requests)} req, ${kb(o.bytes)}` : '-');
 const s = (x, digits = 2) => (x === undefined || Number.isNaN(x) ? '-' : `${x.toFixed(digits)} s`);
 const ms = (x) => (x === undefined ? '-' : `${Math.round(x)} ms`);
-const statusLine = (x) => (x ? `${s(x.totalS)} wall, ${s(x.cpuS)} CPU (${x.valid}/${x.nodes} valid)` : '-');
+// Wall and CPU of the whole process, then the phases of its report-index refresh (report-index.ts).
+const statusLine = (x) => (x ? `${s(x.totalS)} wall, ${s(x.cpuS)} CPU, ${x.valid}/${x.nodes} valid, chain ok ${x.chainOk}${x.timings ? `; ${Object.entries(x.timings.phases).map(([k, v]) => `${k} ${ms(v)}`).join(', ')} (${x.timings.changed} changed)` : ''}` : '-');
 const fmt = (x) => (Number.isInteger(x) ? String(x) : x.toFixed(2));
 
 /** Print the results of scripts/bench-fleet.mjs as a table. */
@@ -12,14 +13,6 @@ export function printTable(r) {
   const b = r.big ?? {};
   const p = b.plain ?? {};
   const h = b.hidden ?? {};
-  // Wall ms (CPU ms) per phase; the proposed variant reuses the fetch the as-is split timed.
-  const phases = (x, fetch) => {
-    if (!x) return '-';
-    const all = { ...(fetch ? { fetch } : {}), ...x.phases };
-    const names = Object.keys(all).filter((k) => !k.startsWith('verifyReport'));
-    const sum = (key) => names.reduce((t, k) => t + all[k][key], 0);
-    return `${names.map((k) => `${k} ${ms(all[k].ms)} (${ms(all[k].cpuMs)})`).join(' + ')} = ${ms(sum('ms'))} (CPU ${ms(sum('cpuMs'))}), ${x.valid}/${x.nodes} valid`;
-  };
   const rows = [
     ['', `${a.nodes ?? '-'} nodes, real hosts, mesh-cli serve`, `${b.nodes ?? '-'} nodes, ${h.noopPoll?.hosts ?? '-'} sample hosts, mesh-cli serve`, `${b.nodes ?? '-'} nodes, ${p.noopPoll?.hosts ?? '-'} hosts, serve --open (no hiding)`],
     ['first fetch (shallow main)', op(a.firstFetch), op(h.firstFetch), op(p.firstFetch)],
@@ -39,11 +32,11 @@ export function printTable(r) {
     ['  wall time, server CPU', a.pushAtOnce ? `${s(a.pushAtOnce.wallS, 1)}, ${s(a.pushAtOnce.serverCpuS, 1)}` : '-', '', ''],
     [`all poll at once: wall, server CPU`, a.noopPoll ? `${s(a.noopPoll.wallS, 1)}, ${s(a.noopPoll.serverCpuS, 1)}` : '-', '', ''],
     [`changed polls, 32 at a time: wall, server CPU`, a.changedPoll ? `${s(a.changedPoll.wallS, 1)}, ${s(a.changedPoll.serverCpuS, 1)}` : '-', '', ''],
-    ['mesh-cli status --json (reports changed)', statusLine(a.status), statusLine(b.status), ''],
-    ['  as status.ts does it, phase by phase: wall (CPU)', phases(a.statusPhases), phases(b.statusPhases), ''],
-    ['  with the changes docs/scale.md proposes, first run', phases(a.statusFast, a.statusPhases?.phases.fetch), phases(b.statusFast, b.statusPhases?.phases.fetch), ''],
-    ['  the same, next run, every report changed', '', phases(b.statusFastWarm), ''],
-    ['  the same, next run, a tenth of the reports changed', '', phases(b.statusFastTenth), ''],
+    ['mesh-cli status --json, first run in a new checkout', statusLine(a.statusCold), statusLine(b.statusCold), ''],
+    ['mesh-cli status --json, every report changed since the last run', statusLine(a.status), statusLine(b.status), ''],
+    ['  the same again', '', statusLine(b.statusAgain), ''],
+    ['  a tenth of the reports changed', '', statusLine(b.statusTenth), ''],
+    ['  nothing changed', '', statusLine(b.statusSame), ''],
     ['generated report commits pass git verify-commit', '', b.generatedCommitVerifies === undefined ? '-' : String(b.generatedCommitVerifies), ''],
     ['operator cold clone (all report branches)', '', b.coldClone ? `${s(b.coldClone.wallS)}, server CPU ${s(b.coldClone.serverCpuS)}` : '-', ''],
     ['report history per node after the bench', a.historyPerNode === undefined ? '-' : `${a.historyPerNode} commits`, '', ''],

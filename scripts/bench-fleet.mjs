@@ -6,7 +6,7 @@
 // per day. Prints a table and writes bench-results/fleet.json.
 // Options: --nodes N (phase 1, 0 skips), --big N (phase 2, 0 skips); MESH_DIST (built CLIs), MESH_BENCH_DIR
 // (default /dev/shm), MESH_BENCH_KEEP=1 keeps the work folder.
-import { execFileSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
@@ -51,12 +51,20 @@ async function served(name, { open = false, data = join(work, name) } = {}) {
   return { data, bare: join(data, 'fleet.git'), server: { ...server, operatorUrl: server.url.replace('://', `://operator:${OPERATOR}@`) } };
 }
 
-/** `mesh-cli status --json` in `checkout`, timed from outside (its fetch included), with its CPU time and the server's. */
+/**
+ * `mesh-cli status --json` in `checkout`, timed from outside (its fetch included), with its CPU
+ * time, the server's, and the phases of its report-index refresh (MESH_TIMINGS, report-index.ts).
+ */
 async function statusRun(checkout, expected, server) {
   const cpu0 = cpuSeconds(process.pid); // counts the CLI and its git children once they are reaped
-  const r = await measured(server, async () => JSON.parse(execFileSync('node', [cli, 'status', '--json'], { cwd: checkout, maxBuffer: 512 * 1024 * 1024 }).toString()));
-  const rows = r.result.nodes;
-  return { nodes: rows.length, expected, valid: rows.filter((x) => x.signature === 'valid').length, totalS: r.wallS, cpuS: cpuSeconds(process.pid) - cpu0, serverCpuS: r.serverCpuS };
+  const r = await measured(server, async () => {
+    const run = spawnSync('node', [cli, 'status', '--json'], { cwd: checkout, env: { ...process.env, MESH_TIMINGS: '1' }, maxBuffer: 512 * 1024 * 1024 });
+    if (run.status !== 0) throw new Error(`mesh-cli status failed: ${run.stderr}`);
+    const timings = /^mesh-timings (.*)$/m.exec(run.stderr.toString());
+    return { json: JSON.parse(run.stdout.toString()), timings: timings ? JSON.parse(timings[1]) : null };
+  });
+  const rows = r.result.json.nodes;
+  return { nodes: rows.length, expected, valid: rows.filter((x) => x.signature === 'valid').length, chainOk: rows.filter((x) => x.chain === 'ok').length, totalS: r.wallS, cpuS: cpuSeconds(process.pid) - cpu0, serverCpuS: r.serverCpuS, timings: r.result.timings };
 }
 
 try {

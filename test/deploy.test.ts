@@ -4,7 +4,7 @@
  * binary, six simulated machines running the built mesh-host, the built mesh-cli.
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
@@ -285,7 +285,12 @@ describe('deploy is a commit', () => {
   });
 
   it('status has a summary line, and --node shows one node\'s report history, every report verified', async () => {
+    // Reports are verified on worker threads from 256 of them; make this run use them too, from
+    // a checkout whose report index is gone (it is rebuilt from origin).
+    rmSync(join(fleet.checkout, '.git/mesh/reports.json'));
+    process.env.MESH_VERIFY_POOL_FROM = '1';
     const r = await cli(fleet.checkout, 'status');
+    delete process.env.MESH_VERIFY_POOL_FROM;
     expect(r.code, r.stderr).toBe(0);
     expect(normalise(r.stdout.split('\n').slice(-2).join('\n'), commits)).toBe("6 nodes: 4 applied, 1 failed, 1 ineligible; 0 at main's tip (<db>)\n");
     const json = JSON.parse((await cli(fleet.checkout, 'status', '--json')).stdout);

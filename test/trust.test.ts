@@ -73,8 +73,9 @@ describe('hosts apply only signed declarations, and never go backwards', () => {
     expect(run.body).toMatchObject({ outcome: 'untrusted', commit: c.unsigned, signer: null, lastApplied: c.one, trust: 'signed' });
     expect(run.body.errors[0]).toEqual({ code: 'E_UNSIGNED', message: `main's tip ${c.unsigned!.slice(0, 12)} is not applied: it is not signed` });
     expect(snapshot(root)).toEqual(good);
-    const row = JSON.parse((await cli(fleet.checkout, 'status', '--json')).stdout).nodes[0];
-    expect(row).toMatchObject({ node: 'web-1', outcome: 'untrusted', commit: c.unsigned, signature: 'valid', chain: 'ok' });
+    const status = JSON.parse((await cli(fleet.checkout, 'status', '--json')).stdout);
+    expect(status.nodes[0]).toMatchObject({ node: 'web-1', outcome: 'untrusted', commit: c.unsigned, signature: 'valid', chain: 'ok' });
+    expect(status.summary).toContain(`0 at main's tip (${c.unsigned!.slice(0, 12)}); 1 refused main's tip (not signed by a trusted key)`);
 
     writeFileSync(join(root, 'etc/motd'), 'tampered\n');
     const again = await host(root, 'run', '--once');
@@ -335,6 +336,8 @@ describe('reports are a hash chain', () => {
 
   it('a replayed old report is flagged by mesh-cli status', async () => {
     expect(await row(fleet.checkout)).toMatchObject({ sequence: 3, chain: 'ok', signature: 'valid' });
+    // status keeps no ref per report branch (its report index does): fetch the branch to rewind it.
+    await git(fleet.checkout, 'fetch', '--quiet', 'origin', '+refs/heads/reports/*:refs/remotes/origin/reports/*');
     third = await git(fleet.checkout, 'rev-parse', 'origin/reports/web-1');
     await git(fleet.checkout, 'push', '--quiet', '--force', 'origin', 'origin/reports/web-1~1:refs/heads/reports/web-1');
     expect(await row(fleet.checkout)).toMatchObject({ sequence: 2, chain: 'replayed', signature: 'valid' });

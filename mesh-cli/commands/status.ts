@@ -1,6 +1,7 @@
 /**
- * `mesh-cli status`: one `git fetch` of main and every report branch, every report verified
- * against the identity chain on main, one row per node and a summary line. Nothing here
+ * `mesh-cli status`: main fetched, every report branch's last report brought up to date in the
+ * checkout's report index (one ls-refs and one fetch of what changed, report-index.ts), every
+ * report verified against the identity chain on main, one row per node and a summary line. Nothing here
  * trusts a report because of where it is: a report whose signature does not verify is
  * shown as such, never as applied. Each node's report chain is checked too (chain.ts): a
  * replayed, reordered or forked chain is flagged on its row. A fleet whose hosts do not check
@@ -14,11 +15,11 @@ import type { SignatureVerdict } from '../../agent/verify-report.js';
 import { MeshConfig } from '../../schema/fleet.js';
 import { loadYaml } from '../../schema/load.js';
 import type { Report, Signer } from '../../schema/report.js';
-import { CHAIN_NOTES, checkChains, type ChainVerdict } from '../chain.js';
+import { CHAIN_NOTES, type ChainVerdict } from '../chain.js';
 import { openFleet, type Fleet } from '../fleet.js';
 import { formatHistory, reportHistory } from '../history.js';
 import { age, parseDuration } from '../duration.js';
-import { eligibility, failureLines, fetchReports, lastReports, mainRef, reportedNodes, trusted } from '../reports.js';
+import { eligibility, failureLines, fetchBranches, fetchReports, lastReports, mainRef, reportedNodes, trusted } from '../reports.js';
 import { fleetPage } from './html.js';
 import { rolloutCommand } from './rollout.js';
 import { usageExitsTwo } from '../usage.js';
@@ -53,7 +54,6 @@ export async function fleetStatus(fleet: Fleet, opts: { fetch: boolean }): Promi
   const declared = (await fleet.git.raw(['ls-tree', '-d', '--name-only', `${mainRef(fleet)}:nodes`]).catch(() => '')).split('\n').filter(Boolean);
   const nodes = [...new Set([...declared, ...(await reportedNodes(fleet))])].sort();
   const reports = await lastReports(fleet, nodes);
-  const chains = await checkChains(fleet, nodes, reports);
   const fleetTrust = await trustOnMain(fleet);
   return nodes.map((node) => {
     const verified = reports.get(node)!;
@@ -73,7 +73,7 @@ export async function fleetStatus(fleet: Fleet, opts: { fetch: boolean }): Promi
       ...(verified.reason ? { reason: verified.reason } : {}),
       ...(failures.length ? { errors: failures } : {}),
       ...(r && !t ? { claimed: { lastContact: r.observedAt, commit: r.commit, outcome: r.outcome } } : {}),
-      chain: chains.get(node) ?? 'ok',
+      chain: verified.chain,
       signer: t?.signer ?? null,
       trust: fleetTrust === 'none' ? 'none' : (t?.trust ?? fleetTrust),
     };
@@ -124,7 +124,11 @@ export function summarize(rows: NodeStatus[], mainTip: string | null, mainBranch
   if (unchecked) notes.push(`${unchecked} not checking commit signatures (trust: none)`);
   const ineligible = count((r) => r.eligible === false && r.outcome !== 'ineligible');
   if (ineligible) notes.push(`${ineligible} more ineligible`);
-  if (mainTip) notes.push(`${count((r) => r.commit === mainTip)} at ${mainBranch}'s tip (${mainTip.slice(0, 12)})`);
+  if (mainTip) {
+    notes.push(`${count((r) => r.commit === mainTip && r.outcome !== 'untrusted')} at ${mainBranch}'s tip (${mainTip.slice(0, 12)})`);
+    const refused = count((r) => r.commit === mainTip && r.outcome === 'untrusted');
+    if (refused) notes.push(`${refused} refused ${mainBranch}'s tip (not signed by a trusted key)`);
+  }
   return `${rows.length} node${rows.length === 1 ? '' : 's'}: ${notes.join('; ')}`;
 }
 
@@ -158,7 +162,7 @@ export function statusCommand(program: Command): void {
       const fleet = await openFleet(process.cwd());
       if (o.commit) return rolloutCommand(fleet, { rev: o.commit, json: Boolean(o.json), fetch: o.fetch, waitMs: o.wait, pollMs: o.poll ?? 5000 });
       if (o.node) {
-        if (o.fetch) await fetchReports(fleet);
+        if (o.fetch) await fetchBranches(fleet, [o.node]);
         const history = await reportHistory(fleet, o.node, o.limit);
         return console.log(o.json ? JSON.stringify(history) : formatHistory(history, new Date()));
       }

@@ -1,0 +1,204 @@
+/**
+ * mesh-cli/upload-pack.ts against the real `git http-backend` behind `mesh-cli serve`: report
+ * branches whose files git stores as deltas, read with one ls-refs and one fetch, compared
+ * byte for byte with what git itself has; and the same through the git binary for a local path.
+ */
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MeshError } from '../agent/errors.js';
+import { packStats, parsePack, type GitObject } from '../mesh-cli/pack.js';
+import { openRemote } from '../mesh-cli/upload-pack.js';
+import { createFleet, type TestFleet } from './helpers/fleet.js';
+
+const ID = { GIT_AUTHOR_NAME: 'test', GIT_AUTHOR_EMAIL: 'test@localhost', GIT_COMMITTER_NAME: 'test', GIT_COMMITTER_EMAIL: 'test@localhost' };
+const gitSync = (dir: string, args: string[], input?: string | Buffer): Buffer =>
+  execFileSync('git', ['-C', dir, ...args], { input, env: { ...process.env, ...ID }, maxBuffer: 64 << 20 });
+const text = (dir: string, ...args: string[]) => gitSync(dir, args).toString('utf8').trim();
+
+let fleet: TestFleet;
+let bare: string;
+/** branch name → its commits, oldest first */
+const history: Record<string, string[]> = {};
+
+/** ~50 KB of text that each branch and each commit changes a little, so that git stores deltas. */
+function report(branch: string, n: number): string {
+  const lines: string[] = [];
+  for (let i = 0; i < 800; i++) lines.push(`line ${i}: ${i % 97 === n ? `changed by ${branch} in commit ${n}` : 'the quick brown fox jumps over the lazy dog'}`);
+  return lines.join('\n') + '\n';
+}
+
+beforeAll(async () => {
+  process.env.GIT_TERMINAL_PROMPT = '0'; // `git credential fill` must fail, not ask, when no helper knows the answer
+  fleet = await createFleet();
+  bare = join(fleet.server.data, 'fleet.git');
+  for (const branch of ['a', 'b', 'c']) {
+    const commits: string[] = [];
+    for (let n = 0; n < 4; n++) {
+      const blob = gitSync(bare, ['hash-object', '-w', '--stdin'], report(branch, n)).toString().trim();
+      const small = gitSync(bare, ['hash-object', '-w', '--stdin'], JSON.stringify({ node: branch, n }) + '\n').toString().trim();
+      const tree = gitSync(bare, ['mktree'], `100644 blob ${blob}\treport.txt\n100644 blob ${small}\tstate.json\n`).toString().trim();
+      const parent = commits.length ? ['-p', commits.at(-1)!] : [];
+      commits.push(gitSync(bare, ['commit-tree', tree, ...parent, '-m', `${branch} ${n}`]).toString().trim());
+    }
+    text(bare, 'update-ref', `refs/heads/reports/${branch}`, commits.at(-1)!);
+    history[branch] = commits;
+  }
+  text(bare, 'repack', '-adfq', '--depth=50', '--window=250'); // the served pack holds OFS_DELTA entries
+});
+
+afterAll(async () => {
+  await fleet?.close();
+});
+
+const tips = () => ['a', 'b', 'c'].map((b) => history[b]!.at(-1)!);
+
+/** What git itself has for `oids`: every object, raw, by oid. */
+function gitObjects(oids: string[]): Map<string, GitObject> {
+  const out = gitSync(bare, ['cat-file', '--batch'], oids.join('\n') + '\n');
+  const objects = new Map<string, GitObject>();
+  let at = 0;
+  for (const oid of oids) {
+    const eol = out.indexOf(10, at);
+    const [, type, size] = out.toString('latin1', at, eol).split(' ');
+    objects.set(oid, { type: type as GitObject['type'], data: Buffer.from(out.subarray(eol + 1, eol + 1 + Number(size))) });
+    at = eol + 2 + Number(size);
+  }
+  return objects;
+}
+
+/** The objects `git rev-list --objects ARGS` names. */
+function revList(...args: string[]): string[] {
+  return text(bare, 'rev-list', '--objects', ...args).split('\n').map((l) => l.slice(0, 40)).sort();
+}
+
+const plain = (m: Map<string, GitObject>) => new Map([...m].map(([oid, o]) => [oid, { type: o.type, data: o.data.toString('latin1') }]));
+
+describe('reading report branches with protocol v2 over smart HTTP', () => {
+  it('lists exactly the refs under the prefixes asked for', async () => {
+    const remote = await openRemote(fleet.checkout);
+    const reports = Object.fromEntries(['a', 'b', 'c'].map((b) => [`refs/heads/reports/${b}`, history[b]!.at(-1)!]));
+    expect(Object.fromEntries(await remote.lsRefs(['refs/heads/reports/']))).toEqual(reports);
+    const main = text(bare, 'rev-parse', 'refs/heads/main');
+    expect(Object.fromEntries(await remote.lsRefs(['refs/heads/reports/', 'refs/heads/main']))).toEqual({ ...reports, 'refs/heads/main': main });
+  });
+
+  it('fetches each tip with its tree and blobs at depth 1, byte-equal to what git has', async () => {
+    const remote = await openRemote(fleet.checkout);
+    const got = await remote.fetchObjects({ wants: tips(), deepen: 1 });
+    const want = revList('--no-walk', ...tips());
+    expect([...got.keys()].sort()).toEqual(want);
+    expect(want).toHaveLength(3 * 4); // commit, tree and two blobs per branch; no parent
+    expect(plain(got)).toEqual(plain(gitObjects(want)));
+  });
+
+  it('fetches whole histories, resolving the deltas git stored', async () => {
+    const before = packStats.ofsDeltas;
+    const got = await (await openRemote(fleet.checkout)).fetchObjects({ wants: tips() });
+    const want = revList(...tips());
+    expect([...got.keys()].sort()).toEqual(want);
+    expect(plain(got)).toEqual(plain(gitObjects(want)));
+    expect(packStats.ofsDeltas - before).toBeGreaterThan(0);
+  });
+
+  it('leaves out what the haves already hold', async () => {
+    const [, , second, tip] = history.a!;
+    const got = await (await openRemote(fleet.checkout)).fetchObjects({ wants: [tip!], haves: [second!] });
+    expect([...got.keys()].sort()).toEqual(revList(tip!, `^${second}`));
+    expect(got.has(second!)).toBe(false);
+    expect(got.has(text(bare, 'rev-parse', `${second}:state.json`))).toBe(false);
+  });
+
+  it('asks git credential helpers when the URL has no credential, and says E_AUTH when none knows it', async () => {
+    const dir = mkdtempSync(join(fleet.dir, 'helper-'));
+    text(dir, 'init', '-q');
+    text(dir, 'remote', 'add', 'origin', fleet.plainUrl);
+    process.env.GIT_CONFIG_GLOBAL = join(dir, 'no-global-config'); // no helper of the machine's answers
+    try {
+      await expect((await openRemote(dir)).lsRefs(['refs/heads/main'])).rejects.toMatchObject({ code: 'E_AUTH' });
+      const store = join(dir, 'credentials');
+      writeFileSync(store, `${fleet.repoUrl.replace(/\/fleet\.git$/, '')}\n`);
+      text(dir, 'config', 'credential.helper', `store --file=${store}`);
+      const refs = await (await openRemote(dir)).lsRefs(['refs/heads/main']);
+      expect([...refs.keys()]).toEqual(['refs/heads/main']);
+    } finally {
+      delete process.env.GIT_CONFIG_GLOBAL;
+    }
+  });
+
+  it('refuses a wrong credential with E_AUTH, naming the remote and never the secret', async () => {
+    const dir = mkdtempSync(join(fleet.dir, 'wrong-'));
+    text(dir, 'init', '-q');
+    text(dir, 'remote', 'add', 'origin', fleet.repoUrl.replace(fleet.operator, 'not-the-s3cret'));
+    const remote = await openRemote(dir);
+    const err = await remote.fetchObjects({ wants: tips(), deepen: 1 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(MeshError);
+    expect(err).toMatchObject({ code: 'E_AUTH', next: 'human' });
+    expect((err as Error).message).toContain(`remote 'origin' (${fleet.plainUrl})`);
+    expect((err as Error).message).not.toContain('not-the-s3cret');
+  });
+
+  it('says E_FETCH with the URL when nothing listens there', async () => {
+    const dir = mkdtempSync(join(fleet.dir, 'down-'));
+    text(dir, 'init', '-q');
+    text(dir, 'remote', 'add', 'origin', 'http://operator:s3cret@127.0.0.1:1/fleet.git');
+    const err = await (await openRemote(dir)).lsRefs(['refs/heads/']).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'E_FETCH', next: 'retry' });
+    expect((err as Error).message).toContain('http://127.0.0.1:1/fleet.git');
+    expect((err as Error).message).not.toContain('s3cret');
+  });
+});
+
+describe('a remote on a local path, through the git binary', () => {
+  it('lists and fetches the same as over HTTP', async () => {
+    const dir = mkdtempSync(join(fleet.dir, 'local-'));
+    text(dir, 'init', '-q');
+    text(dir, 'remote', 'add', 'origin', bare);
+    const remote = await openRemote(dir);
+    const refs = await remote.lsRefs(['refs/heads/reports/']);
+    expect([...refs.values()].sort()).toEqual(tips().sort());
+    const got = await remote.fetchObjects({ wants: tips(), deepen: 1 });
+    expect(plain(got)).toEqual(plain(gitObjects(revList('--no-walk', ...tips()))));
+    const [first, second] = history.b!;
+    const two = await remote.fetchObjects({ wants: [second!], deepen: 2 });
+    expect([...two.keys()].sort()).toEqual(revList('--no-walk', second!, first!));
+    const newer = await remote.fetchObjects({ wants: [history.b!.at(-1)!], haves: [second!] });
+    expect([...newer.keys()].sort()).toEqual(revList(history.b!.at(-1)!, `^${second}`));
+    const tipOnly = await remote.fetchObjects({ wants: [history.b!.at(-1)!], haves: [history.b!.at(-2)!], deepen: 1 });
+    const had = new Set(revList('--no-walk', history.b!.at(-2)!));
+    expect([...tipOnly.keys()].sort()).toEqual(revList('--no-walk', history.b!.at(-1)!).filter((oid) => !had.has(oid)));
+  });
+});
+
+describe('the pack parser', () => {
+  const pack = (ofs = true) => gitSync(bare, ['pack-objects', '--stdout', '-q', ...(ofs ? ['--delta-base-offset'] : [])], revList(...tips()).join('\n') + '\n');
+
+  it('resolves deltas that name their base by oid (REF_DELTA)', () => {
+    const before = packStats.refDeltas;
+    const got = parsePack(pack(false));
+    expect(packStats.refDeltas - before).toBeGreaterThan(0);
+    expect(plain(got)).toEqual(plain(gitObjects(revList(...tips()))));
+  });
+
+  it('reads the same objects through Node\'s public zlib API as through its fast path', () => {
+    const p = pack();
+    expect(plain(parsePack(p, { portable: true }))).toEqual(plain(parsePack(p)));
+  });
+
+  it('refuses a pack whose checksum does not match', () => {
+    const p = pack();
+    p[p.length - 30] = p[p.length - 30]! ^ 1;
+    expect(() => parsePack(p)).toThrow(expect.objectContaining({ code: 'E_PACK' }));
+  });
+
+  it('refuses a pack whose compressed data is broken, even with a matching checksum', () => {
+    for (const portable of [false, true]) {
+      const p = pack();
+      p.fill(0xff, 40, 48);
+      createHash('sha1').update(p.subarray(0, -20)).digest().copy(p, p.length - 20);
+      expect(() => parsePack(p, { portable })).toThrow(expect.objectContaining({ code: 'E_PACK' }));
+    }
+  });
+});
