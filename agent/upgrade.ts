@@ -91,9 +91,21 @@ async function selfTest(ctx: ResourceContext, version: string): Promise<{ ok: bo
     return { ok: r.code === 0 && failed.length === 0 && wrong.length === 0, output: [head, ...failed, ...wrong].join('\n') };
   } catch {
     // What node said, without its stack frames: the message and the place are what a person needs.
+    // A syntax error quotes its source line, which in a bundle can be hundreds of KB: keep its start.
+    const clip = (l: string) => (l.length > 240 ? `${l.slice(0, 240)}… (${l.length} characters)` : l);
     const tail = `${r.stdout}\n${r.stderr}`.split('\n').filter((l) => l.trim() !== '' && !/^\s+at |^Node\.js v/.test(l)).slice(-6);
-    return { ok: false, output: [head, ...tail.map((l) => `  ${l}`)].join('\n') };
+    // Node quotes that line before the error itself and stops at 64 KB of stderr on a pipe, so the
+    // error can be missing: then load the binary once more just to learn what it is.
+    if (!tail.some((l) => /^\s*[A-Z]\w*Error\b/.test(l))) tail.push(...(await loadError(ctx)));
+    return { ok: false, output: [head, ...tail.map((l) => `  ${clip(l)}`)].join('\n') };
   }
+}
+
+/** The error that loading the installed binary throws (a syntax error, a missing module), or nothing. */
+async function loadError(ctx: ResourceContext): Promise<string[]> {
+  const loader = "const f = process.argv.splice(1, 1)[0]; import(require('node:url').pathToFileURL(f).href).catch((e) => { console.error(String(e)); process.exit(1); });";
+  const r = await ctx.exec(process.execPath, ['-e', loader, underRoot(ctx.root, BUNDLE), '--version'], { timeoutMs: 60_000 });
+  return r.code === 0 ? [] : r.stderr.split('\n').filter((l) => /^\s*[A-Z]\w*Error\b/.test(l)).slice(0, 2);
 }
 
 /** The declared `package` step of the host's own package, when `step` installs or changes it. */
