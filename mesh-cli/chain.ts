@@ -48,7 +48,7 @@ export interface SeenTip {
 export interface ChainState {
   maxSequence: number;
   forked: string[];
-  tip: SeenTip & { verdict: Omit<VerifiedReport, 'report'>; report: Report | null };
+  tip: SeenTip & { verdict: Omit<VerifiedReport, 'report'>; report?: Report | null };
 }
 
 /** Commits fetched with the new tip: parent and link of `oid`, undefined when it was not fetched. */
@@ -59,7 +59,7 @@ export function chainStep(seen: SeenTip | undefined, state: ChainState, lookup: 
   const tip = state.tip;
   if (seen && !descends(tip, seen, lookup)) state.forked = [...state.forked.slice(-19), tip.commit];
   tip.parentLink = parentLink(tip, seen, lookup);
-  const report = tip.verdict.signature === 'valid' ? tip.report : null;
+  const report = tip.verdict.signature === 'valid' ? (tip.report ?? null) : null;
   const replayed = report !== null && report.sequence < state.maxSequence;
   if (report) state.maxSequence = Math.max(state.maxSequence, report.sequence);
   const ordered = !report || tip.parent === null || (tip.parentLink !== null && inOrder(report.previous, report.sequence, tip.parentLink, tip.heartbeat));

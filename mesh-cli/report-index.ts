@@ -14,11 +14,11 @@ import { dirname, isAbsolute, join } from 'node:path';
 import { parse } from 'yaml';
 import type { VerifiedReport } from '../agent/verify-report.js';
 import { NodeIdentity } from '../schema/fleet.js';
-import type { Report } from '../schema/report.js';
+import { Report } from '../schema/report.js';
 import { chainStep, sha256, type ChainVerdict, type Link, type SeenTip } from './chain.js';
 import { catFiles, type Fleet } from './fleet.js';
 import { openRemote, type GitObject } from './upload-pack.js';
-import { verifyAll } from './verify-pool.js';
+import { verifyPool, type VerifyPool } from './verify-pool.js';
 
 /** A node's last report as the index keeps it. */
 export interface TipRecord extends SeenTip {
@@ -27,7 +27,8 @@ export interface TipRecord extends SeenTip {
   /** The node.yaml blob the verdict was made against ('' when the node had none). */
   identity: string;
   verdict: Omit<VerifiedReport, 'report'>;
-  report: Report | null;
+  /** The parsed status.json (not kept in the file: parsed again from `status` when read). */
+  report?: Report | null;
   chain: ChainVerdict;
 }
 
@@ -54,12 +55,21 @@ const REPORT_PREFIX = 'refs/heads/reports/';
 const HEARTBEAT = 'Mesh-Heartbeat: yes';
 
 /** Bring the index up to date (with origin when `network`), verify what changed, and keep it. */
-export async function refreshIndex(fleet: Fleet, mainRef: string, network: boolean): Promise<ReportIndex> {
+export async function refreshIndex(fleet: Fleet, mainRef: string, network: { main: Promise<unknown> } | null): Promise<ReportIndex> {
+  let pool: VerifyPool | null = null;
+  try {
+    return await refresh(fleet, mainRef, network, (expected) => (pool ??= verifyPool(expected)));
+  } finally {
+    (pool as VerifyPool | null)?.close();
+  }
+}
+
+/** refreshIndex's work; `pool(n)` starts the verify threads (once) as soon as about n reports are known to need them. */
+async function refresh(fleet: Fleet, mainRef: string, network: { main: Promise<unknown> } | null, pool: (expected: number) => VerifyPool): Promise<ReportIndex> {
   const lap = timer();
   const file = await indexPath(fleet);
   const index = readIndex(file);
   const vouched = new Set(index.vouched);
-  const ids = await identityBlobs(fleet, mainRef, index);
   lap('read');
   const changed = new Map<string, NodeRecord | undefined>();
   const objects = new Map<string, GitObject>();
@@ -70,6 +80,7 @@ export async function refreshIndex(fleet: Fleet, mainRef: string, network: boole
     const fresh = [...tips].filter(([node, oid]) => index.nodes[node]?.tip.commit !== oid);
     const known = fresh.filter(([node]) => index.nodes[node]);
     const first = fresh.filter(([node]) => !index.nodes[node]);
+    pool(fresh.length); // the threads load while the pack is on its way
     const fetched = await Promise.all([
       known.length ? remote.fetchObjects({ wants: known.map(([, oid]) => oid), deepen: 1 }) : new Map<string, GitObject>(),
       first.length ? remote.fetchObjects({ wants: first.map(([, oid]) => oid), deepen: 2 }) : new Map<string, GitObject>(),
@@ -86,30 +97,35 @@ export async function refreshIndex(fleet: Fleet, mainRef: string, network: boole
     for (const [node, oid] of fresh) {
       const prev = index.nodes[node];
       changed.set(node, prev && { ...prev, tip: { ...prev.tip } });
-      const tip = { ...tipOf(objects, oid), parentLink: null, identity: '\0', verdict: { signature: 'missing' as const }, report: null, chain: 'ok' as const };
+      const tip = { ...tipOf(objects, oid), parentLink: null, identity: '\0', verdict: { signature: 'missing' as const }, chain: 'ok' as const };
       index.nodes[node] = { maxSequence: prev?.maxSequence ?? 0, forked: prev?.forked ?? [], tip };
     }
   }
+  await network?.main;
+  const ids = await identityBlobs(fleet, mainRef, index);
   lap('parse');
   // Verify every report that is new or whose node.yaml changed.
   const stale = Object.entries(index.nodes).filter(([node, r]) => r.tip.identity !== (ids.get(node) ?? ''));
-  const results = await verifyAll(
+  const verifying = pool(stale.length).verify(
     stale.map(([node, r]) => ({ node, status: r.tip.status, sig: r.tip.sig, identity: index.identities[ids.get(node) ?? ''] ?? null })),
     vouched,
   );
+  // The file keeps each report's text, not its parsed form: parse here while the threads verify.
+  for (const r of Object.values(index.nodes)) r.tip.report ??= parseReportText(r.tip.status);
+  const results = await verifying;
   stale.forEach(([node, r], i) => {
-    const { report, ...verdict } = results[i]!;
+    const { report: _parsed, ...verdict } = results[i]!;
     r.tip.identity = ids.get(node) ?? '';
     r.tip.verdict = verdict;
-    r.tip.report = report ?? null;
   });
   lap('verify');
   for (const [node, prev] of changed) {
     const record = index.nodes[node]!;
     record.tip.chain = chainStep(prev?.tip, record, (oid) => linkOf(objects, oid));
   }
+  const dirty = network !== null || stale.length > 0 || vouched.size !== index.vouched.length;
   index.vouched = [...vouched];
-  writeIndex(file, index);
+  if (dirty) writeIndex(file, index);
   lap('chain+write', { reports: Object.keys(index.nodes).length, changed: changed.size, verified: stale.length });
   return new Map(Object.entries(index.nodes).map(([node, r]) => [node, r.tip]));
 }
@@ -143,6 +159,16 @@ function linkOf(objects: Map<string, GitObject>, oid: string): { parent: string 
   if (!commit) return undefined;
   const status = treeFiles(objects, commit.tree).get('status.json');
   return { parent: commit.parent, link: status === undefined ? null : linkFromText(status) };
+}
+
+/** A verified report's text parsed again (the verdict, kept beside it, says whether to trust it); null when it does not parse. */
+function parseReportText(text: string | null): Report | null {
+  try {
+    const parsed = text === null ? null : Report.safeParse(JSON.parse(text));
+    return parsed?.success ? parsed.data : null;
+  } catch {
+    return null;
+  }
 }
 
 function linkFromText(text: string): Link {
@@ -222,6 +248,7 @@ function readIndex(file: string): IndexFile {
 
 function writeIndex(file: string, index: IndexFile): void {
   mkdirSync(dirname(file), { recursive: true });
-  writeFileSync(`${file}.tmp`, JSON.stringify(index));
+  const nodes = Object.fromEntries(Object.entries(index.nodes).map(([node, r]) => [node, { ...r, tip: { ...r.tip, report: undefined } }]));
+  writeFileSync(`${file}.tmp`, JSON.stringify({ ...index, nodes }));
   renameSync(`${file}.tmp`, file);
 }

@@ -27,8 +27,10 @@ const indexes = new WeakMap<Fleet, ReportIndex>();
 /** Fetch main, then bring the report index up to date with origin's report branches (report-index.ts). */
 export async function fetchReports(fleet: Fleet): Promise<void> {
   const main = fleet.config.mainBranch;
-  await fleet.git.fetch(['origin', `+refs/heads/${main}:refs/remotes/origin/${main}`]);
-  indexes.set(fleet, await refreshIndex(fleet, mainRef(fleet), true));
+  // main is fetched while the report tips are listed and fetched; identities are read after both.
+  const fetched = fleet.git.fetch(['origin', `+refs/heads/${main}:refs/remotes/origin/${main}`]);
+  fetched.catch(() => undefined);
+  indexes.set(fleet, await refreshIndex(fleet, mainRef(fleet), { main: fetched }));
 }
 
 /** Fetch like `fetchReports`, but a failure becomes a note (the reports already fetched are used). */
@@ -51,7 +53,7 @@ export async function fetchBranches(fleet: Fleet, nodes: string[]): Promise<void
 /** The report index as fetched before (verified again where node.yaml on main changed). */
 async function reportIndex(fleet: Fleet): Promise<ReportIndex> {
   let index = indexes.get(fleet);
-  if (!index) indexes.set(fleet, (index = await refreshIndex(fleet, mainRef(fleet), false)));
+  if (!index) indexes.set(fleet, (index = await refreshIndex(fleet, mainRef(fleet), null)));
   return index;
 }
 

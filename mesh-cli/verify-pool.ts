@@ -44,39 +44,68 @@ function verifyBatch(batch: Batch): Answer {
   return { results, vouched: memo.size > before ? [...memo].slice(before) : [] };
 }
 
-/** In a worker thread started by `verifyAll`: answer its one batch and return true; elsewhere false. */
+/** In a worker thread started by a pool: answer each batch posted to it and return true; elsewhere false. */
 export function serveVerifyWorker(): boolean {
-  const data = workerData as { meshVerify?: Batch } | null;
+  const data = workerData as { meshVerify?: boolean } | null;
   if (isMainThread || !data?.meshVerify) return false;
-  parentPort!.postMessage(verifyBatch(data.meshVerify));
+  parentPort!.on('message', (batch: Batch) => {
+    const t = performance.now();
+    // The parsed reports stay here: the index parses its own copy while this thread verifies.
+    const a = verifyBatch(batch);
+    for (const r of a.results) delete r.report;
+    if (process.env.MESH_TIMINGS) process.stderr.write(`worker batch ${batch.jobs.length} in ${(performance.now() - t).toFixed(0)} ms\n`);
+    parentPort!.postMessage(a);
+  });
   return true;
 }
 
-/** Verify every job (in order), adding the vouches checked to `memo`. */
-export async function verifyAll(jobs: VerifyJob[], memo: VouchMemo): Promise<VerifiedReport[]> {
-  const threads = Math.min(availableParallelism(), 8);
-  const pool = jobs.length >= WORKER_THRESHOLD && (threads >= 2 || FORCED !== null);
-  const answers = pool ? await onWorkers(jobs, memo, Math.max(2, threads)).catch((e: unknown) => (FORCED === null ? null : Promise.reject(e))) : null;
-  const all = answers ?? [verifyBatch({ jobs, vouched: [...memo] })];
-  for (const a of all) for (const v of a.vouched) memo.add(v);
-  return all.flatMap((a) => a.results);
+/** Worker threads that load this bundle now, so that they are ready when the reports are. */
+export interface VerifyPool {
+  /** Verify every job (in order), adding the vouches checked to `memo`. */
+  verify(jobs: VerifyJob[], memo: VouchMemo): Promise<VerifiedReport[]>;
+  close(): void;
 }
 
-async function onWorkers(jobs: VerifyJob[], memo: VouchMemo, threads: number): Promise<Answer[]> {
-  const size = Math.ceil(jobs.length / threads);
+/** A pool for about `expected` reports: threads only when that many are worth them. */
+export function verifyPool(expected: number): VerifyPool {
+  const threads = Math.max(2, Math.min(availableParallelism(), 8));
+  const wanted = expected >= WORKER_THRESHOLD && (availableParallelism() >= 2 || FORCED !== null);
+  let workers: Worker[] | null = null;
+  try {
+    workers = wanted ? Array.from({ length: threads }, () => new Worker(new URL(import.meta.url), { workerData: { meshVerify: true } })) : null;
+  } catch (e) {
+    if (FORCED !== null) throw e;
+  }
+  const close = () => workers?.forEach((w) => void w.terminate());
+  return {
+    close,
+    async verify(jobs, memo) {
+      const pooled = workers && jobs.length >= WORKER_THRESHOLD ? await onWorkers(workers, jobs, memo).catch((e: unknown) => (FORCED === null ? null : Promise.reject(e))) : null;
+      const all = pooled ?? [verifyBatch({ jobs, vouched: [...memo] })];
+      for (const a of all) for (const v of a.vouched) memo.add(v);
+      return all.flatMap((a) => a.results);
+    },
+  };
+}
+
+function onWorkers(workers: Worker[], jobs: VerifyJob[], memo: VouchMemo): Promise<Answer[]> {
+  const size = Math.ceil(jobs.length / workers.length);
   const vouched = [...memo];
-  const parts = Array.from({ length: threads }, (_, i) => jobs.slice(i * size, (i + 1) * size)).filter((p) => p.length > 0);
   return Promise.all(
-    parts.map(
-      (part) =>
+    workers.map(
+      (worker, i) =>
         new Promise<Answer>((resolve, reject) => {
-          const worker = new Worker(new URL(import.meta.url), { workerData: { meshVerify: { jobs: part, vouched } } });
+          const part = jobs.slice(i * size, (i + 1) * size);
+          if (part.length === 0) return resolve({ results: [], vouched: [] });
+          const fail = (e: unknown) => reject(e instanceof Error ? e : new Error(`verify worker exited with ${String(e)}`));
+          worker.once('error', fail);
+          worker.once('exit', fail);
           worker.once('message', (a: Answer) => {
+            worker.off('error', fail);
+            worker.off('exit', fail);
             resolve(a);
-            void worker.terminate();
           });
-          worker.once('error', reject);
-          worker.once('exit', (code) => reject(new Error(`verify worker exited with ${code}`)));
+          worker.postMessage({ jobs: part, vouched });
         }),
     ),
   );
