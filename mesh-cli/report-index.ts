@@ -9,13 +9,14 @@
  * for a replaced heartbeat, that tip's parent needs a second fetch (upload-pack.ts).
  * A report is verified once per (report commit, node.yaml blob): both are immutable.
  */
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join } from 'node:path';
 import { parse } from 'yaml';
 import type { VerifiedReport } from '../agent/verify-report.js';
 import { NodeIdentity } from '../schema/fleet.js';
-import { Report } from '../schema/report.js';
-import { chainStep, sha256, type ChainVerdict, type Link, type SeenTip } from './chain.js';
+import type { Report } from '../schema/report.js';
+import { chainStep, type ChainVerdict, type SeenTip } from './chain.js';
+import { commitOf, linkOf, parseReportText, tipOf } from './report-objects.js';
 import { catFiles, type Fleet } from './fleet.js';
 import { openRemote, type GitObject } from './upload-pack.js';
 import { verifyPool, type VerifyPool } from './verify-pool.js';
@@ -52,7 +53,6 @@ interface IndexFile {
 export type ReportIndex = Map<string, TipRecord>;
 
 const REPORT_PREFIX = 'refs/heads/reports/';
-const HEARTBEAT = 'Mesh-Heartbeat: yes';
 
 /** Bring the index up to date (with origin when `network`), verify what changed, and keep it. */
 export async function refreshIndex(fleet: Fleet, mainRef: string, network: { main: Promise<unknown> } | null): Promise<ReportIndex> {
@@ -72,11 +72,13 @@ async function refresh(fleet: Fleet, mainRef: string, network: { main: Promise<u
   const vouched = new Set(index.vouched);
   lap('read');
   const changed = new Map<string, NodeRecord | undefined>();
+  const removed: string[] = [];
   const objects = new Map<string, GitObject>();
   if (network) {
     const remote = await openRemote(fleet.dir);
     const tips = new Map([...(await remote.lsRefs([REPORT_PREFIX]))].map(([ref, oid]) => [ref.slice(REPORT_PREFIX.length), oid]));
-    for (const node of Object.keys(index.nodes)) if (!tips.has(node)) delete index.nodes[node];
+    for (const node of Object.keys(index.nodes)) if (!tips.has(node)) removed.push(node);
+    for (const node of removed) delete index.nodes[node];
     const fresh = [...tips].filter(([node, oid]) => index.nodes[node]?.tip.commit !== oid);
     const known = fresh.filter(([node]) => index.nodes[node]);
     const first = fresh.filter(([node]) => !index.nodes[node]);
@@ -102,6 +104,7 @@ async function refresh(fleet: Fleet, mainRef: string, network: { main: Promise<u
     }
   }
   await network?.main;
+  const identitiesBefore = Object.keys(index.identities).length;
   const ids = await identityBlobs(fleet, mainRef, index);
   lap('parse');
   // Verify every report that is new or whose node.yaml changed.
@@ -123,7 +126,7 @@ async function refresh(fleet: Fleet, mainRef: string, network: { main: Promise<u
     const record = index.nodes[node]!;
     record.tip.chain = chainStep(prev?.tip, record, (oid) => linkOf(objects, oid));
   }
-  const dirty = network !== null || stale.length > 0 || vouched.size !== index.vouched.length;
+  const dirty = changed.size + removed.length + stale.length > 0 || vouched.size !== index.vouched.length || Object.keys(index.identities).length !== identitiesBefore;
   index.vouched = [...vouched];
   if (dirty) writeIndex(file, index);
   lap('chain+write', { reports: Object.keys(index.nodes).length, changed: changed.size, verified: stale.length });
@@ -144,66 +147,6 @@ function timer(): (phase: string, extra?: object) => void {
     last = now;
     if (extra) process.stderr.write(`mesh-timings ${JSON.stringify({ phases, ...extra })}\n`);
   };
-}
-
-/** The report commit `oid` read from fetched objects: parent, heartbeat, status.json and its signature. */
-function tipOf(objects: Map<string, GitObject>, oid: string): Omit<SeenTip, 'parentLink'> & { status: string | null; sig: string | null } {
-  const commit = commitOf(objects, oid);
-  const files = commit ? treeFiles(objects, commit.tree) : new Map<string, string>();
-  const status = files.get('status.json') ?? null;
-  return { commit: oid, parent: commit?.parent ?? null, heartbeat: commit?.heartbeat ?? false, status, sig: files.get('status.json.sig') ?? null, link: status === null ? null : linkFromText(status) };
-}
-
-function linkOf(objects: Map<string, GitObject>, oid: string): { parent: string | null; link: Link | null } | undefined {
-  const commit = commitOf(objects, oid);
-  if (!commit) return undefined;
-  const status = treeFiles(objects, commit.tree).get('status.json');
-  return { parent: commit.parent, link: status === undefined ? null : linkFromText(status) };
-}
-
-/** A verified report's text parsed again (the verdict, kept beside it, says whether to trust it); null when it does not parse. */
-function parseReportText(text: string | null): Report | null {
-  try {
-    const parsed = text === null ? null : Report.safeParse(JSON.parse(text));
-    return parsed?.success ? parsed.data : null;
-  } catch {
-    return null;
-  }
-}
-
-function linkFromText(text: string): Link {
-  let sequence: number | null = null;
-  try {
-    const n = (JSON.parse(text) as { sequence?: unknown }).sequence;
-    if (typeof n === 'number' && Number.isInteger(n)) sequence = n;
-  } catch {
-    // an unreadable report has no sequence
-  }
-  return { sha: sha256(text), sequence };
-}
-
-function commitOf(objects: Map<string, GitObject>, oid: string): { tree: string; parent: string | null; heartbeat: boolean } | undefined {
-  const o = objects.get(oid);
-  if (o?.type !== 'commit') return undefined;
-  const text = o.data.toString('utf8');
-  const end = text.indexOf('\n\n');
-  const head = end < 0 ? text : text.slice(0, end);
-  return { tree: /^tree ([0-9a-f]{40})$/m.exec(head)?.[1] ?? '', parent: /^parent ([0-9a-f]{40})$/m.exec(head)?.[1] ?? null, heartbeat: end >= 0 && text.slice(end).includes(HEARTBEAT) };
-}
-
-/** The blobs directly in tree `oid`, by name, as text. */
-function treeFiles(objects: Map<string, GitObject>, oid: string): Map<string, string> {
-  const files = new Map<string, string>();
-  const tree = objects.get(oid);
-  if (tree?.type !== 'tree') return files;
-  for (let at = 0; at < tree.data.length; ) {
-    const nul = tree.data.indexOf(0, at);
-    const name = tree.data.subarray(tree.data.indexOf(32, at) + 1, nul).toString('utf8');
-    const blob = objects.get(tree.data.subarray(nul + 1, nul + 21).toString('hex'));
-    if (blob?.type === 'blob') files.set(name, blob.data.toString('utf8'));
-    at = nul + 21;
-  }
-  return files;
 }
 
 /** node → blob id of nodes/<node>/node.yaml on main, each blob parsed once into the index. */
@@ -237,13 +180,18 @@ async function indexPath(fleet: Fleet): Promise<string> {
 }
 
 function readIndex(file: string): IndexFile {
+  const empty: IndexFile = { format: 1, nodes: {}, identities: {}, vouched: [] };
+  if (!existsSync(file)) return empty;
   try {
     const index = JSON.parse(readFileSync(file, 'utf8')) as IndexFile;
     if (index.format === 1 && index.nodes && index.identities && Array.isArray(index.vouched)) return index;
   } catch {
-    // missing or damaged: it is a cache of what origin has, so start again from origin
+    // said below
   }
-  return { format: 1, nodes: {}, identities: {}, vouched: [] };
+  // It is a cache of what origin has, so it is rebuilt from origin; what is lost is the memory of
+  // earlier tips, so a branch rewound before this run is not caught as replayed or forked by it.
+  console.error(`note: ${file} could not be read; it is rebuilt from origin, and reports seen before it are not compared with this run's`);
+  return empty;
 }
 
 function writeIndex(file: string, index: IndexFile): void {

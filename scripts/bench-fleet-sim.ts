@@ -62,7 +62,8 @@ export class SimHost {
   async report(body: ReportBody, now: Date, opts: { replace?: boolean } = {}): Promise<{ heartbeat: boolean }> {
     const report = buildReport(this.config, this.store, body, now);
     const heartbeat = sameAsLast(this.store, report) && opts.replace !== false;
-    const repo: FleetRepo = heartbeat ? { ...this.repo, commit: (ref, files, message, onSign, opts) => this.repo.commit(ref, files, message, onSign, { heartbeat: true, ...opts }) } : this.repo;
+    // recordReport marks a report that says nothing new as a heartbeat itself; stacking overrides that.
+    const repo: FleetRepo = opts.replace === false ? { ...this.repo, commit: (ref, files, message, onSign, o) => this.repo.commit(ref, files, message, onSign, { ...o, heartbeat: false }) } : this.repo;
     await recordReport(repo, this.store, report, this.key);
     await sendReports(this.repo, this.store, this.node);
     return { heartbeat };

@@ -356,6 +356,14 @@ describe('reports are a hash chain', () => {
     await git(fleet.dir, 'clone', '--quiet', fleet.repoUrl, fresh);
     expect(await row(fresh)).toMatchObject({ sequence: 3, chain: 'reordered', signature: 'valid' });
   });
+
+  it('a damaged report index is rebuilt from origin, and status says so', async () => {
+    writeFileSync(join(fleet.checkout, '.git/mesh/reports.json'), '{"format": 1, "nodes": ');
+    const r = await cli(fleet.checkout, 'status', '--json');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain('could not be read; it is rebuilt from origin');
+    expect(JSON.parse(r.stdout).nodes[0]).toMatchObject({ node: 'web-1', sequence: 3, signature: 'valid' });
+  });
 });
 
 describe('hostile declarations cannot leave the root', () => {
