@@ -44,7 +44,10 @@ export function cgiEnv(ctx: CgiContext, req: IncomingMessage): NodeJS.ProcessEnv
   if (h['content-encoding'] !== undefined) env.HTTP_CONTENT_ENCODING = h['content-encoding'];
   const protocol = h['git-protocol'];
   if (typeof protocol === 'string' && /^[\x21-\x7e]+$/.test(protocol)) env.GIT_PROTOCOL = protocol;
-  const config: Array<[string, string]> = [['http.receivepack', 'true'], ...ctx.gitConfig];
+  // alternateRefsPrefixes: receive-pack reads the refs of the repository it quarantines a push in
+  // as "alternate refs"; limited to main, a push no longer lists every report branch (4.2 s → 0.05 s
+  // of CPU at 10,000 nodes). The connectivity check still sees every ref through --all.
+  const config: Array<[string, string]> = [['http.receivepack', 'true'], ['core.alternateRefsPrefixes', 'refs/heads/main'], ...ctx.gitConfig];
   env.GIT_CONFIG_COUNT = String(config.length);
   config.forEach(([key, value], i) => {
     env[`GIT_CONFIG_KEY_${i}`] = key;
