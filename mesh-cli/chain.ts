@@ -15,8 +15,8 @@
  * pure: the index hands it the commits it fetched.
  */
 import { createHash } from 'node:crypto';
-import type { VerifiedReport } from '../agent/verify-report.js';
-import type { Report } from '../schema/report.js';
+import type { Verdict } from '../agent/verify-claims.js';
+import type { ReportView } from '../schema/report.js';
 
 export type ChainVerdict = 'ok' | 'replayed' | 'reordered' | 'forked';
 
@@ -48,7 +48,7 @@ export interface SeenTip {
 export interface ChainState {
   maxSequence: number;
   forked: string[];
-  tip: SeenTip & { verdict: Omit<VerifiedReport, 'report'>; report?: Report | null };
+  tip: SeenTip & { verdict: Verdict; report?: ReportView | null };
 }
 
 /** Commits fetched with the new tip: parent and link of `oid`, undefined when it was not fetched. */

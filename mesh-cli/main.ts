@@ -18,7 +18,6 @@ import { retireCommand } from './commands/retire.js';
 import { revokeCommand } from './commands/revoke.js';
 import { signersCommand } from './commands/signers.js';
 import { packagesCommand } from './commands/packages.js';
-import { serveVerifyWorker } from './verify-pool.js';
 
 const program = new Command('mesh-cli').description('operate a mesh fleet from its git repository').version(HOST_VERSION).showHelpAfterError();
 
@@ -72,8 +71,7 @@ function parseDuration(text: string): number {
   return Number(m[1]) * { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2]!]!;
 }
 
-// A worker thread of this bundle (verify-pool.ts) verifies reports and parses no command line.
-if (!serveVerifyWorker()) program.parseAsync().catch((e: unknown) => {
+program.parseAsync().catch((e: unknown) => {
   if (e instanceof MeshError) {
     console.error(`mesh-cli: ${e.message}`);
   } else {

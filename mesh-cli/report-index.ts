@@ -12,24 +12,24 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join } from 'node:path';
 import { parse } from 'yaml';
-import type { VerifiedReport } from '../agent/verify-report.js';
+import type { IdentityKeys, VouchMemo } from '../agent/verify-claims.js';
+import { parseReport, type VerifiedReport } from '../agent/verify-report.js';
 import { NodeIdentity } from '../schema/fleet.js';
-import type { Report } from '../schema/report.js';
+import type { ReportView } from '../schema/report.js';
 import { chainStep, type ChainVerdict, type SeenTip } from './chain.js';
-import { commitOf, linkOf, parseReportText, tipOf } from './report-objects.js';
+import { commitOf, linkFromText, linkOf, reportView, tipOf } from './report-objects.js';
+import { readTexts, writeTexts, type ReportTexts } from './report-texts.js';
 import { catFiles, type Fleet } from './fleet.js';
-import { openRemote, type GitObject } from './upload-pack.js';
-import { verifyPool, type VerifyPool } from './verify-pool.js';
+import { openRemote, type GitObject, type Remote } from './upload-pack.js';
+import { verifyPool, type Verdict, type VerifyJob, type VerifyPool } from './verify-pool.js';
 
 /** A node's last report as the index keeps it. */
 export interface TipRecord extends SeenTip {
-  status: string | null;
-  sig: string | null;
   /** The node.yaml blob the verdict was made against ('' when the node had none). */
   identity: string;
   verdict: Omit<VerifiedReport, 'report'>;
-  /** The parsed status.json (not kept in the file: parsed again from `status` when read). */
-  report?: Report | null;
+  /** The report as status shows it (report-objects.ts reportView), null when status.json is missing or does not parse. */
+  report: ReportView | null;
   chain: ChainVerdict;
 }
 
@@ -42,7 +42,7 @@ interface NodeRecord {
 }
 
 interface IndexFile {
-  format: 1;
+  format: 2;
   nodes: Record<string, NodeRecord>;
   /** Parsed node.yaml by blob id (null: it does not parse). */
   identities: Record<string, NodeIdentity | null>;
@@ -53,84 +53,192 @@ interface IndexFile {
 export type ReportIndex = Map<string, TipRecord>;
 
 const REPORT_PREFIX = 'refs/heads/reports/';
+/** Reports handed to the verify threads at a time, as they are read out of the pack. */
+const CHUNK = 250;
+/** Report tips asked for in one fetch, and fetches in flight at once: the first reports are verified while the server packs the next. */
+const BATCH = 2000;
+const FETCHES = 2;
+
+function batchesOf(tips: Array<[string, string]>, deepen: number): Array<{ tips: Array<[string, string]>; deepen: number }> {
+  const out = [];
+  for (let i = 0; i < tips.length; i += BATCH) out.push({ tips: tips.slice(i, i + BATCH), deepen });
+  return out;
+}
+
+/** Run `work` on every item, at most `width` at a time. */
+async function inParallel<T>(items: T[], width: number, work: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const lane = async () => {
+    while (next < items.length) await work(items[next++]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(width, items.length) }, lane));
+}
+
+/**
+ * How refreshIndex reaches origin: the main branch's name there, and how to fetch it into
+ * `mainRef` (done only when origin's main is not what `mainRef` already holds).
+ */
+export interface Network {
+  mainBranch: string;
+  fetchMain(): Promise<unknown>;
+}
 
 /** Bring the index up to date (with origin when `network`), verify what changed, and keep it. */
-export async function refreshIndex(fleet: Fleet, mainRef: string, network: { main: Promise<unknown> } | null): Promise<ReportIndex> {
+export async function refreshIndex(fleet: Fleet, mainRef: string, network: Network | null): Promise<ReportIndex> {
   let pool: VerifyPool | null = null;
   try {
-    return await refresh(fleet, mainRef, network, (expected) => (pool ??= verifyPool(expected)));
+    return await refresh(fleet, mainRef, network, (expected, memo) => (pool ??= verifyPool(expected, memo)));
   } finally {
     (pool as VerifyPool | null)?.close();
   }
 }
 
-/** refreshIndex's work; `pool(n)` starts the verify threads (once) as soon as about n reports are known to need them. */
-async function refresh(fleet: Fleet, mainRef: string, network: { main: Promise<unknown> } | null, pool: (expected: number) => VerifyPool): Promise<ReportIndex> {
+/** refreshIndex's work; `pool(n, memo)` starts the verify threads (once) as soon as about n reports are known to need them. */
+async function refresh(fleet: Fleet, mainRef: string, network: Network | null, pool: (expected: number, memo: VouchMemo) => VerifyPool): Promise<ReportIndex> {
   const lap = timer();
-  const file = await indexPath(fleet);
-  const index = readIndex(file);
-  const vouched = new Set(index.vouched);
+  const files = await indexFiles(fleet);
+  const { index, texts: migrated } = readIndex(files);
+  const texts = migrated ?? readTexts(files.texts);
+  const vouched: VouchMemo = new Set(index.vouched);
   lap('read');
+  let mainFetched: Promise<unknown> = Promise.resolve();
   const changed = new Map<string, NodeRecord | undefined>();
   const removed: string[] = [];
   const objects = new Map<string, GitObject>();
+  const verdicts: Array<Promise<void>> = [];
+  let remote: Remote | null = null;
+  // node.yaml on main, read once main is fetched (in parallel with the report tips).
+  let idsReady: Promise<{ ids: Map<string, string>; listed: boolean }> | undefined;
+  let verify: VerifyPool | null = null;
+  /** Hand `jobs` to the threads; each verdict is recorded against the node.yaml blob it was made with. */
+  const submit = (jobs: Array<VerifyJob & { blob: string }>) => {
+    verdicts.push(verify!.verify(jobs).then((results) => jobs.forEach((j, i) => setVerdict(index.nodes[j.node]!.tip, j.blob, results[i]!))));
+  };
   if (network) {
-    const remote = await openRemote(fleet.dir);
-    const tips = new Map([...(await remote.lsRefs([REPORT_PREFIX]))].map(([ref, oid]) => [ref.slice(REPORT_PREFIX.length), oid]));
+    remote = await openRemote(fleet.dir);
+    lap('open');
+    const mainHere = fleet.git.raw(['rev-parse', '--verify', '--quiet', mainRef]).then((out) => out.trim(), () => '');
+    const mainThere = `refs/heads/${network.mainBranch}`;
+    const listed = await remote.lsRefs([REPORT_PREFIX, mainThere]);
+    // main is fetched (in parallel with the reports) only when it moved.
+    if (listed.get(mainThere) !== (await mainHere)) mainFetched = network.fetchMain();
+    const tips = new Map([...listed].filter(([ref]) => ref.startsWith(REPORT_PREFIX)).map(([ref, oid]) => [ref.slice(REPORT_PREFIX.length), oid]));
     for (const node of Object.keys(index.nodes)) if (!tips.has(node)) removed.push(node);
-    for (const node of removed) delete index.nodes[node];
-    const fresh = [...tips].filter(([node, oid]) => index.nodes[node]?.tip.commit !== oid);
-    const known = fresh.filter(([node]) => index.nodes[node]);
-    const first = fresh.filter(([node]) => !index.nodes[node]);
-    pool(fresh.length); // the threads load while the pack is on its way
-    const fetched = await Promise.all([
-      known.length ? remote.fetchObjects({ wants: known.map(([, oid]) => oid), deepen: 1 }) : new Map<string, GitObject>(),
-      first.length ? remote.fetchObjects({ wants: first.map(([, oid]) => oid), deepen: 2 }) : new Map<string, GitObject>(),
-    ]);
-    for (const got of fetched) for (const [oid, o] of got) objects.set(oid, o);
-    // A parent that is neither the tip seen before nor (for a replaced heartbeat) its parent: ask for what lies between.
-    const gaps = known.filter(([node, oid]) => {
-      const seen = index.nodes[node]!.tip;
-      const parent = commitOf(objects, oid)?.parent ?? null;
-      return parent !== null && parent !== seen.commit && !(seen.heartbeat && parent === seen.parent) && !objects.has(parent);
-    });
-    if (gaps.length) for (const [oid, o] of await remote.fetchObjects({ wants: gaps.map(([, oid]) => oid), haves: gaps.map(([node]) => index.nodes[node]!.tip.commit) })) objects.set(oid, o);
-    lap('fetch');
-    for (const [node, oid] of fresh) {
-      const prev = index.nodes[node];
-      changed.set(node, prev && { ...prev, tip: { ...prev.tip } });
-      const tip = { ...tipOf(objects, oid), parentLink: null, identity: '\0', verdict: { signature: 'missing' as const }, chain: 'ok' as const };
-      index.nodes[node] = { maxSequence: prev?.maxSequence ?? 0, forked: prev?.forked ?? [], tip };
+    for (const node of removed) {
+      delete index.nodes[node];
+      texts.delete(node);
     }
+    lap('ls-refs');
+    const fresh = [...tips].filter(([node, oid]) => index.nodes[node]?.tip.commit !== oid);
+    verify = pool(fresh.length, vouched); // the threads load while the packs are on their way
+    const ids = (idsReady = mainFetched.then(() => identityBlobs(fleet, mainRef, index)));
+    ids.catch(() => undefined);
+    const batches = [
+      ...batchesOf(fresh.filter(([node]) => index.nodes[node]), 1),
+      // two deep for a node seen the first time, so that its order can be checked
+      ...batchesOf(fresh.filter(([node]) => !index.nodes[node]), 2),
+    ];
+    const take = (tips: Array<[string, string]>, got: Map<string, GitObject>, { ids }: { ids: Map<string, string> }) => {
+      let jobs: Array<VerifyJob & { blob: string }> = [];
+      for (const [node, oid] of tips) {
+        const prev = index.nodes[node];
+        changed.set(node, prev);
+        const { status, sig, ...seen } = tipOf(got, oid);
+        const text = status?.toString('utf8') ?? null;
+        const parsed = text === null ? null : parseReport(node, text);
+        const report = parsed?.ok ? parsed.value : null;
+        const tip: TipRecord = { ...seen, link: text === null ? null : linkFromText(text, report), parentLink: null, identity: '\0', verdict: { signature: 'missing' }, report: report && reportView(report), chain: 'ok' };
+        index.nodes[node] = { maxSequence: prev?.maxSequence ?? 0, forked: prev?.forked ?? [], tip };
+        texts.set(node, { commit: oid, status, sig });
+        const blob = ids.get(node) ?? '';
+        if (text === null) setVerdict(tip, blob, { signature: 'missing', reason: 'no status.json on the report branch' });
+        else if (!parsed!.ok) setVerdict(tip, blob, { signature: 'invalid', reason: `status.json does not parse: ${parsed!.problems[0]?.message}` });
+        else jobs.push({ node, status: text, sig: sig?.toString('utf8') ?? null, claims: report!, identity: keysOf(index.identities[blob]), blob });
+        if (jobs.length >= CHUNK) submit(jobs.splice(0));
+      }
+      submit(jobs);
+    };
+    // A few fetches at a time, each read and handed to the verify threads as soon as it is in.
+    await inParallel(batches, FETCHES, async ({ tips, deepen }) => {
+      const got = await remote!.fetchObjects({ wants: tips.map(([, oid]) => oid), deepen });
+      // The tips' parents are needed after this only for nodes seen the first time (their order).
+      if (deepen > 1) for (const [oid, o] of got) objects.set(oid, o);
+      take(tips, got, await ids);
+    });
+    lap('fetch+parse');
+    // A parent that is neither the tip seen before nor (for a replaced heartbeat) its parent: ask for what lies between.
+    const gaps = [...changed].filter(([node, prev]) => {
+      const parent = index.nodes[node]!.tip.parent;
+      return prev && parent !== null && parent !== prev.tip.commit && !(prev.tip.heartbeat && parent === prev.tip.parent);
+    });
+    if (gaps.length) {
+      const got = await remote.fetchObjects({ wants: gaps.map(([node]) => index.nodes[node]!.tip.commit), haves: gaps.map(([, prev]) => prev!.tip.commit) });
+      for (const [oid, o] of got) objects.set(oid, o);
+    }
+    lap('gaps');
   }
-  await network?.main;
-  const identitiesBefore = Object.keys(index.identities).length;
-  const ids = await identityBlobs(fleet, mainRef, index);
-  lap('parse');
-  // Verify every report that is new or whose node.yaml changed.
-  const stale = Object.entries(index.nodes).filter(([node, r]) => r.tip.identity !== (ids.get(node) ?? ''));
-  const verifying = pool(stale.length).verify(
-    stale.map(([node, r]) => ({ node, status: r.tip.status, sig: r.tip.sig, identity: index.identities[ids.get(node) ?? ''] ?? null })),
-    vouched,
-  );
-  // The file keeps each report's text, not its parsed form: parse here while the threads verify.
-  for (const r of Object.values(index.nodes)) r.tip.report ??= parseReportText(r.tip.status);
-  const results = await verifying;
-  stale.forEach(([node, r], i) => {
-    const { report: _parsed, ...verdict } = results[i]!;
-    r.tip.identity = ids.get(node) ?? '';
-    r.tip.verdict = verdict;
-  });
+  const { ids, listed } = await (idsReady ??= mainFetched.then(() => identityBlobs(fleet, mainRef, index)));
+  // Reports fetched before whose node.yaml changed since they were verified are verified again, from their kept text.
+  const stale = Object.entries(index.nodes).filter(([node, r]) => !changed.has(node) && r.tip.identity !== (ids.get(node) ?? ''));
+  if (stale.length) await reverify(stale, { ids, index, texts, remote, submit: (jobs) => (verify ??= pool(jobs.length, vouched), submit(jobs)) });
+  await Promise.all(verdicts);
   lap('verify');
   for (const [node, prev] of changed) {
     const record = index.nodes[node]!;
     record.tip.chain = chainStep(prev?.tip, record, (oid) => linkOf(objects, oid));
   }
-  const dirty = changed.size + removed.length + stale.length > 0 || vouched.size !== index.vouched.length || Object.keys(index.identities).length !== identitiesBefore;
+  const dirty = changed.size + removed.length + stale.length > 0 || vouched.size !== index.vouched.length || listed || migrated !== undefined;
   index.vouched = [...vouched];
-  if (dirty) writeIndex(file, index);
-  lap('chain+write', { reports: Object.keys(index.nodes).length, changed: changed.size, verified: stale.length });
+  if (dirty) {
+    writeIndex(files, index, { identities: listed || migrated !== undefined });
+    writeTexts(files.texts, texts);
+  }
+  lap('chain+write', { reports: Object.keys(index.nodes).length, changed: changed.size, verified: changed.size + stale.length });
   return new Map(Object.entries(index.nodes).map(([node, r]) => [node, r.tip]));
+}
+
+/** What a verify thread needs of node.yaml: its generation and token keys. */
+function keysOf(identity: NodeIdentity | null | undefined): IdentityKeys | null {
+  if (!identity) return null;
+  return { generation: identity.generation, ...(identity.token ? { token: { publicKey: identity.token.publicKey } } : {}), ...(identity.previous ? { previous: identity.previous } : {}) };
+}
+
+function setVerdict(tip: TipRecord, blob: string, verdict: Verdict): void {
+  tip.identity = blob;
+  tip.verdict = verdict;
+}
+
+/**
+ * Verify again the reports in `stale` (their node.yaml changed on main), from the texts kept beside
+ * the index, or fetched again by commit when those are gone; offline and without them, the
+ * report is shown as not verified rather than with a verdict made against the old node.yaml.
+ */
+async function reverify(
+  stale: Array<[string, NodeRecord]>,
+  ctx: { ids: Map<string, string>; index: IndexFile; texts: Map<string, ReportTexts>; remote: Remote | null; submit: (jobs: Array<VerifyJob & { blob: string }>) => void },
+): Promise<void> {
+  const lost = stale.filter(([node, r]) => ctx.texts.get(node)?.commit !== r.tip.commit);
+  if (lost.length && ctx.remote) {
+    const objects = await ctx.remote.fetchObjects({ wants: lost.map(([, r]) => r.tip.commit), deepen: 1 });
+    for (const [node, r] of lost) {
+      const { status, sig } = tipOf(objects, r.tip.commit);
+      if (commitOf(objects, r.tip.commit)) ctx.texts.set(node, { commit: r.tip.commit, status, sig });
+    }
+  }
+  const jobs: Array<VerifyJob & { blob: string }> = [];
+  for (const [node, r] of stale) {
+    const blob = ctx.ids.get(node) ?? '';
+    const kept = ctx.texts.get(node);
+    const status = kept?.commit === r.tip.commit ? kept.status?.toString('utf8') ?? null : undefined;
+    if (status === undefined) setVerdict(r.tip, '\0', { signature: 'missing', reason: 'node.yaml changed on main since this report was verified, and its text is not in the checkout: run status again with the server reachable' });
+    else {
+      // A report that did not parse was judged without node.yaml: its verdict stands.
+      const parsed = status === null ? null : parseReport(node, status);
+      if (!parsed?.ok) setVerdict(r.tip, blob, r.tip.verdict);
+      else jobs.push({ node, status: status!, sig: kept!.sig?.toString('utf8') ?? null, claims: parsed.value, identity: keysOf(ctx.index.identities[blob]), blob });
+    }
+  }
+  ctx.submit(jobs);
 }
 
 /**
@@ -149,8 +257,8 @@ function timer(): (phase: string, extra?: object) => void {
   };
 }
 
-/** node → blob id of nodes/<node>/node.yaml on main, each blob parsed once into the index. */
-async function identityBlobs(fleet: Fleet, mainRef: string, index: IndexFile): Promise<Map<string, string>> {
+/** node → blob id of nodes/<node>/node.yaml on main, each blob parsed once into the index (listed: the index's identities changed). */
+async function identityBlobs(fleet: Fleet, mainRef: string, index: IndexFile): Promise<{ ids: Map<string, string>; listed: boolean }> {
   const listing = await fleet.git.raw(['ls-tree', '-r', mainRef, '--', 'nodes/']).catch(() => '');
   const ids = new Map<string, string>();
   for (const line of listing.split('\n')) {
@@ -160,9 +268,10 @@ async function identityBlobs(fleet: Fleet, mainRef: string, index: IndexFile): P
   const missing = [...new Set(ids.values())].filter((id) => !(id in index.identities));
   const blobs = await catFiles(fleet.dir, missing);
   const used = new Set(ids.values());
-  for (const id of Object.keys(index.identities)) if (!used.has(id)) delete index.identities[id];
+  const unused = Object.keys(index.identities).filter((id) => !used.has(id));
+  for (const id of unused) delete index.identities[id];
   for (const id of missing) index.identities[id] = parseIdentity(blobs.get(id)?.toString('utf8'));
-  return ids;
+  return { ids, listed: missing.length + unused.length > 0 };
 }
 
 function parseIdentity(text: string | undefined): NodeIdentity | null {
@@ -174,29 +283,72 @@ function parseIdentity(text: string | undefined): NodeIdentity | null {
   }
 }
 
-async function indexPath(fleet: Fleet): Promise<string> {
-  const path = (await fleet.git.raw(['rev-parse', '--git-path', 'mesh/reports.json'])).trim();
-  return isAbsolute(path) ? path : join(fleet.dir, path);
+/** The index's files, in the checkout's .git/mesh/: the index, the parsed node.yaml files it was verified against, and the report texts. */
+interface IndexFiles {
+  index: string;
+  identities: string;
+  texts: string;
 }
 
-function readIndex(file: string): IndexFile {
-  const empty: IndexFile = { format: 1, nodes: {}, identities: {}, vouched: [] };
-  if (!existsSync(file)) return empty;
+async function indexFiles(fleet: Fleet): Promise<IndexFiles> {
+  const path = (await fleet.git.raw(['rev-parse', '--git-path', 'mesh'])).trim();
+  const dir = isAbsolute(path) ? path : join(fleet.dir, path);
+  return { index: join(dir, 'reports.json'), identities: join(dir, 'identities.json'), texts: join(dir, 'report-texts.bin') };
+}
+
+/** The index; one written by an earlier mesh-cli (format 1, texts inside) is taken over with its texts. */
+function readIndex(files: IndexFiles): { index: IndexFile; texts?: Map<string, ReportTexts> } {
+  const empty: IndexFile = { format: 2, nodes: {}, identities: {}, vouched: [] };
+  if (!existsSync(files.index)) return { index: empty };
   try {
-    const index = JSON.parse(readFileSync(file, 'utf8')) as IndexFile;
-    if (index.format === 1 && index.nodes && index.identities && Array.isArray(index.vouched)) return index;
+    const index = JSON.parse(readFileSync(files.index, 'utf8')) as Omit<IndexFile, 'identities'> | IndexV1;
+    if (index.nodes && Array.isArray(index.vouched)) {
+      if (index.format === 2) return { index: { ...index, identities: readIdentities(files.identities) } };
+      if (index.format === 1 && index.identities) return fromV1(index);
+    }
   } catch {
     // said below
   }
   // It is a cache of what origin has, so it is rebuilt from origin; what is lost is the memory of
   // earlier tips, so a branch rewound before this run is not caught as replayed or forked by it.
-  console.error(`note: ${file} could not be read; it is rebuilt from origin, and reports seen before it are not compared with this run's`);
-  return empty;
+  console.error(`note: ${files.index} could not be read; it is rebuilt from origin, and reports seen before it are not compared with this run's`);
+  return { index: empty };
 }
 
-function writeIndex(file: string, index: IndexFile): void {
-  mkdirSync(dirname(file), { recursive: true });
-  const nodes = Object.fromEntries(Object.entries(index.nodes).map(([node, r]) => [node, { ...r, tip: { ...r.tip, report: undefined } }]));
-  writeFileSync(`${file}.tmp`, JSON.stringify({ ...index, nodes }));
-  renameSync(`${file}.tmp`, file);
+/** Parsed node.yaml files by blob id; a cache (an unreadable one is parsed again from main). */
+function readIdentities(file: string): IndexFile['identities'] {
+  try {
+    const read = JSON.parse(readFileSync(file, 'utf8')) as { identities?: IndexFile['identities'] };
+    return read.identities && typeof read.identities === 'object' ? read.identities : {};
+  } catch {
+    return {};
+  }
+}
+
+/** Format 1 kept each report's texts in the index itself. */
+interface IndexV1 extends Omit<IndexFile, 'format' | 'nodes'> {
+  format: 1;
+  nodes: Record<string, Omit<NodeRecord, 'tip'> & { tip: Omit<TipRecord, 'report'> & { status: string | null; sig: string | null } }>;
+}
+
+function fromV1(v1: IndexV1): { index: IndexFile; texts: Map<string, ReportTexts> } {
+  const texts = new Map<string, ReportTexts>();
+  const nodes: Record<string, NodeRecord> = {};
+  for (const [node, { tip: { status, sig, ...tip }, ...rest }] of Object.entries(v1.nodes)) {
+    const parsed = status === null ? null : parseReport(node, status);
+    nodes[node] = { ...rest, tip: { ...tip, report: parsed?.ok ? reportView(parsed.value) : null } };
+    texts.set(node, { commit: tip.commit, status: status === null ? null : Buffer.from(status), sig: sig === null ? null : Buffer.from(sig) });
+  }
+  return { index: { ...v1, format: 2, nodes }, texts };
+}
+
+/** Write the index, and the parsed node.yaml files when `identities` (they change only when main's node.yaml files do). */
+function writeIndex(files: IndexFiles, { identities, ...index }: IndexFile, opts: { identities: boolean }): void {
+  mkdirSync(dirname(files.index), { recursive: true });
+  const put = (file: string, text: string) => {
+    writeFileSync(`${file}.tmp`, text);
+    renameSync(`${file}.tmp`, file);
+  };
+  if (opts.identities) put(files.identities, JSON.stringify({ identities }));
+  put(files.index, JSON.stringify(index));
 }

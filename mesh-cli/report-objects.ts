@@ -3,38 +3,43 @@
  * and heartbeat trailer, its status.json and signature, and each report's chain link (hash and
  * sequence). The report index (report-index.ts) keeps what these return.
  */
-import { Report } from '../schema/report.js';
-import { sha256, type Link, type SeenTip } from './chain.js';
+import type { Report, ReportView } from '../schema/report.js';
+import { sha256, type Link } from './chain.js';
 import type { GitObject } from './upload-pack.js';
 
 const HEARTBEAT = 'Mesh-Heartbeat: yes';
 
 /** The report commit `oid` read from fetched objects: parent, heartbeat, status.json and its signature. */
-export function tipOf(objects: Map<string, GitObject>, oid: string): Omit<SeenTip, 'parentLink'> & { status: string | null; sig: string | null } {
+export function tipOf(objects: Map<string, GitObject>, oid: string): { commit: string; parent: string | null; heartbeat: boolean; status: Buffer | null; sig: Buffer | null } {
   const commit = commitOf(objects, oid);
-  const files = commit ? treeFiles(objects, commit.tree) : new Map<string, string>();
-  const status = files.get('status.json') ?? null;
-  return { commit: oid, parent: commit?.parent ?? null, heartbeat: commit?.heartbeat ?? false, status, sig: files.get('status.json.sig') ?? null, link: status === null ? null : linkFromText(status) };
+  const files = commit ? treeFiles(objects, commit.tree) : new Map<string, Buffer>();
+  return { commit: oid, parent: commit?.parent ?? null, heartbeat: commit?.heartbeat ?? false, status: files.get('status.json') ?? null, sig: files.get('status.json.sig') ?? null };
 }
 
 export function linkOf(objects: Map<string, GitObject>, oid: string): { parent: string | null; link: Link | null } | undefined {
   const commit = commitOf(objects, oid);
   if (!commit) return undefined;
   const status = treeFiles(objects, commit.tree).get('status.json');
-  return { parent: commit.parent, link: status === undefined ? null : linkFromText(status) };
+  return { parent: commit.parent, link: status === undefined ? null : linkOfText(status.toString('utf8')) };
 }
 
-/** A verified report's text parsed again (the verdict, kept beside it, says whether to trust it); null when it does not parse. */
-export function parseReportText(text: string | null): Report | null {
-  try {
-    const parsed = text === null ? null : Report.safeParse(JSON.parse(text));
-    return parsed?.success ? parsed.data : null;
-  } catch {
-    return null;
-  }
+/**
+ * What the report index keeps of a report (ReportView): what status, rollout and the fleet page
+ * read. Only the resources that failed, and no owned list, inventory or profile, which would make
+ * the index grow with the size of every machine.
+ */
+export function reportView(report: Report): ReportView {
+  const { inventory: _inventory, profile: _profile, owned: _owned, vouch: _vouch, ...rest } = report;
+  return { ...rest, resources: report.resources.filter((r) => r.result === 'failed') };
 }
 
-function linkFromText(text: string): Link {
+/** A report's link: the hash of its text and its sequence (read from `report` when it parsed). */
+export function linkFromText(text: string, report?: Report | null): Link {
+  if (report) return { sha: sha256(text), sequence: report.sequence };
+  return linkOfText(text);
+}
+
+function linkOfText(text: string): Link {
   let sequence: number | null = null;
   try {
     const n = (JSON.parse(text) as { sequence?: unknown }).sequence;
@@ -54,16 +59,16 @@ export function commitOf(objects: Map<string, GitObject>, oid: string): { tree: 
   return { tree: /^tree ([0-9a-f]{40})$/m.exec(head)?.[1] ?? '', parent: /^parent ([0-9a-f]{40})$/m.exec(head)?.[1] ?? null, heartbeat: end >= 0 && text.slice(end).includes(HEARTBEAT) };
 }
 
-/** The blobs directly in tree `oid`, by name, as text. */
-function treeFiles(objects: Map<string, GitObject>, oid: string): Map<string, string> {
-  const files = new Map<string, string>();
+/** The blobs directly in tree `oid`, by name. */
+function treeFiles(objects: Map<string, GitObject>, oid: string): Map<string, Buffer> {
+  const files = new Map<string, Buffer>();
   const tree = objects.get(oid);
   if (tree?.type !== 'tree') return files;
   for (let at = 0; at < tree.data.length; ) {
     const nul = tree.data.indexOf(0, at);
     const name = tree.data.subarray(tree.data.indexOf(32, at) + 1, nul).toString('utf8');
     const blob = objects.get(tree.data.subarray(nul + 1, nul + 21).toString('hex'));
-    if (blob?.type === 'blob') files.set(name, blob.data.toString('utf8'));
+    if (blob?.type === 'blob') files.set(name, blob.data);
     at = nul + 21;
   }
   return files;

@@ -7,8 +7,8 @@
  */
 import { NodeIdentity } from '../schema/fleet.js';
 import { loadYaml } from '../schema/load.js';
-import type { Report } from '../schema/report.js';
-import { verifyReport, type VerifiedReport } from '../agent/verify-report.js';
+import type { Report, ReportView } from '../schema/report.js';
+import { verifyReport, type Verdict, type VerifiedReport } from '../agent/verify-report.js';
 import { messageOf } from '../agent/errors.js';
 import type { ChainVerdict } from './chain.js';
 import { refreshIndex, type ReportIndex } from './report-index.js';
@@ -24,13 +24,11 @@ export function mainRef(fleet: Fleet): string {
 
 const indexes = new WeakMap<Fleet, ReportIndex>();
 
-/** Fetch main, then bring the report index up to date with origin's report branches (report-index.ts). */
+/** Fetch main (when it moved), and bring the report index up to date with origin's report branches (report-index.ts). */
 export async function fetchReports(fleet: Fleet): Promise<void> {
   const main = fleet.config.mainBranch;
-  // main is fetched while the report tips are listed and fetched; identities are read after both.
-  const fetched = fleet.git.fetch(['origin', `+refs/heads/${main}:refs/remotes/origin/${main}`]);
-  fetched.catch(() => undefined);
-  indexes.set(fleet, await refreshIndex(fleet, mainRef(fleet), { main: fetched }));
+  const fetchMain = () => fleet.git.fetch(['origin', `+refs/heads/${main}:refs/remotes/origin/${main}`]);
+  indexes.set(fleet, await refreshIndex(fleet, mainRef(fleet), { mainBranch: main, fetchMain }));
 }
 
 /** Fetch like `fetchReports`, but a failure becomes a note (the reports already fetched are used). */
@@ -83,8 +81,11 @@ export async function verifyAt(fleet: Fleet, node: string, commits: string[], id
   return new Map(commits.map((c) => [c, { ...verifyReport(node, text(`${c}:status.json`), text(`${c}:status.json.sig`), identity), text: text(`${c}:status.json`) }]));
 }
 
+/** A node's last report as status shows it: the verdict on its signature and what it says (ReportView). */
+export type ShownReport = Verdict & { report?: ReportView };
+
 /** Every node's last report, verified, with its chain verdict; nodes without a branch map to `missing`. */
-export async function lastReports(fleet: Fleet, nodes: string[]): Promise<Map<string, VerifiedReport & { chain: ChainVerdict }>> {
+export async function lastReports(fleet: Fleet, nodes: string[]): Promise<Map<string, ShownReport & { chain: ChainVerdict }>> {
   const index = await reportIndex(fleet);
   return new Map(
     nodes.map((n) => {
@@ -96,12 +97,12 @@ export async function lastReports(fleet: Fleet, nodes: string[]): Promise<Map<st
 }
 
 /** The report if its signature is valid; a report that does not verify says nothing about the node. */
-export function trusted(verified: VerifiedReport | undefined): Report | undefined {
+export function trusted<R extends ReportView>(verified: (Verdict & { report?: R }) | undefined): R | undefined {
   return verified?.signature === 'valid' ? verified.report : undefined;
 }
 
 /** Whether `report` says the node may be given resources, and why not. */
-export function eligibility(report: Report | undefined): { eligible: boolean | null; reason?: string } {
+export function eligibility(report: ReportView | undefined): { eligible: boolean | null; reason?: string } {
   if (!report) return { eligible: null };
   const failed = report.briefing?.filter((b) => !b.ok) ?? [];
   if (report.outcome === 'ineligible' || failed.length > 0) {
@@ -112,7 +113,7 @@ export function eligibility(report: Report | undefined): { eligible: boolean | n
 }
 
 /** The lines that say why a report failed: declaration problems with their place, then failed resources. */
-export function failureLines(report: Report): string[] {
+export function failureLines(report: ReportView): string[] {
   const lines = report.errors.map((e) => (e.file ? `${e.file}:${e.line}:${e.col}: ${e.message}` : e.message));
   return [...lines, ...report.resources.filter((r) => r.result === 'failed').map((r) => `${r.id}: ${r.error ?? 'failed'}`)];
 }

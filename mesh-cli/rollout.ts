@@ -10,8 +10,8 @@
  * Outstanding is never failed and failed is never outstanding; a report whose signature does
  * not verify never counts as applied.
  */
-import type { VerifiedReport } from '../agent/verify-report.js';
-import type { Report } from '../schema/report.js';
+import type { ReportView } from '../schema/report.js';
+import type { ShownReport } from './reports.js';
 import { eligibility, failureLines, trusted } from './reports.js';
 
 /** An affected node whose last valid report applied the commit or a later one. */
@@ -58,7 +58,7 @@ export interface Rollout {
  * `commit` or one of its descendants; `earlier` holds, for nodes whose last report does not
  * verify, the newest earlier report that does (if any).
  */
-export function classify(commit: string, affected: string[], reports: Map<string, VerifiedReport>, atOrAfter: (c: string) => boolean, earlier = new Map<string, Report>()): Rollout {
+export function classify(commit: string, affected: string[], reports: Map<string, ShownReport>, atOrAfter: (c: string) => boolean, earlier = new Map<string, ReportView>()): Rollout {
   const rollout: Rollout = { commit, affected, applied: [], outstanding: [], failed: [] };
   for (const node of affected) {
     const verified = reports.get(node);

@@ -6,8 +6,7 @@
 import * as z from 'zod';
 import { NodeName } from './fleet.js';
 
-export const REPORT_NAMESPACE = 'mesh-report';
-export const VOUCH_NAMESPACE = 'mesh-enrol';
+export { REPORT_NAMESPACE, VOUCH_NAMESPACE, vouchPayload } from './signing.js';
 
 export const ResourceResult = z.strictObject({
   id: z.string(),
@@ -96,14 +95,15 @@ export const Report = z.strictObject({
 });
 
 export type Report = z.infer<typeof Report>;
+/**
+ * What `mesh-cli status` keeps of a report in its index (mesh-cli/report-index.ts) and shows:
+ * everything but the vouch, the owned list, the inventory and the profile, and only the
+ * resources that failed. The whole report stays on the node's report branch.
+ */
+export type ReportView = Omit<Report, 'vouch' | 'owned' | 'inventory' | 'profile'>;
 export type ResourceResult = z.infer<typeof ResourceResult>;
 export type OwnedRecord = z.infer<typeof OwnedRecord>;
 export type BriefingLine = z.infer<typeof BriefingLine>;
 export type Signer = z.infer<typeof Signer>;
 export type Profile = z.infer<typeof Profile>;
 export type Inventory = z.infer<typeof Inventory>;
-
-/** The exact bytes the token key signs to vouch for a node key. */
-export function vouchPayload(node: string, generation: number, nodeKey: string): string {
-  return `mesh-enrol v1\nnode ${node}\ngeneration ${generation}\nkey ${nodeKey}\n`;
-}

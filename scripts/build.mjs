@@ -69,11 +69,15 @@ async function vendored() {
 // passes that change nothing (measured with `npm run bench`).
 const hostBanner = common.banner.js + " import __meshV8 from 'node:v8'; __meshV8.setFlagsFromString('--semi-space-growth-factor=1'); " + vendorBanner;
 
+// mesh-cli status verifies reports on threads that run mesh-cli/verify-worker.ts, bundled on its
+// own (only the signature code) and carried in mesh-cli.mjs as a string (mesh-cli/verify-pool.ts).
+const verifyWorker = (await build({ ...common, plugins: [], banner: undefined, format: 'cjs', entryPoints: [join(top, 'mesh-cli/verify-worker.ts')], write: false })).outputFiles[0].text;
+
 const outdir = process.env.MESH_BUILD_OUT ?? join(top, 'dist');
 const entries = { 'mesh-host': 'agent/main.ts', 'mesh-cli': 'mesh-cli/main.ts' };
 for (const [name, entry] of Object.entries(entries)) {
   const outfile = join(outdir, `${name}.mjs`);
-  const host = name === 'mesh-host' ? { banner: { js: hostBanner }, plugins: [...common.plugins, await vendored()] } : {};
+  const host = name === 'mesh-host' ? { banner: { js: hostBanner }, plugins: [...common.plugins, await vendored()] } : { define: { ...common.define, __MESH_VERIFY_WORKER__: JSON.stringify(verifyWorker) } };
   await build({ ...common, ...host, entryPoints: [join(top, entry)], outfile });
   chmodSync(outfile, 0o755);
 }

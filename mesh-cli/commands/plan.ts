@@ -8,13 +8,13 @@
 import type { Command } from 'commander';
 import { InvalidArgumentError } from 'commander';
 import type { Problem } from '../../agent/errors.js';
-import type { SignatureVerdict, VerifiedReport } from '../../agent/verify-report.js';
+import type { SignatureVerdict } from '../../agent/verify-report.js';
 import type { Report } from '../../schema/report.js';
 import { diffDeclarations, type ResourceChange } from '../declaration-diff.js';
 import { changedNodes } from '../declarations.js';
 import { openFleet, type Fleet } from '../fleet.js';
 import { formatPlanMarkdown, formatPlanText } from '../plan-format.js';
-import { eligibility, lastReports, reportedNodes, trusted, tryFetchReports } from '../reports.js';
+import { eligibility, lastReports, reportedNodes, trusted, tryFetchReports, type ShownReport } from '../reports.js';
 import { resolveCommit } from '../tree.js';
 import { usageExitsTwo } from '../usage.js';
 
@@ -63,7 +63,7 @@ export async function planFleet(fleet: Fleet, base: string, head: string, notes:
   return { base, head, nodes, summary: summaryLine(nodes), notes };
 }
 
-function lastOf(v: VerifiedReport): LastReport {
+function lastOf(v: ShownReport): LastReport {
   const r = trusted(v);
   const e = eligibility(r);
   const reason = v.signature !== 'valid' ? v.reason : e.reason;
