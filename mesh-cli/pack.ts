@@ -18,6 +18,7 @@ const OFS_DELTA = 6;
 // ("blob 123\0") is written so that its oid is one hash call over one buffer, without a copy.
 const ROOM = 32;
 const REF_DELTA = 7;
+const SLAB = 1 << 20;
 
 /** What the parser met, summed over every pack read by this process (tests check deltas were really resolved). */
 export const packStats = { packs: 0, objects: 0, ofsDeltas: 0, refDeltas: 0 };
@@ -154,12 +155,21 @@ function zlibHandle(): Inflater | null {
   if (!handle || typeof handle.writeSync !== 'function' || typeof handle.reset !== 'function' || !(state instanceof Uint32Array)) return null;
   let failed: string | null = null;
   handle.onerror = (message) => { failed = message; };
+  // Objects are inflated into slabs of a megabyte rather than a buffer each: 40,000 small buffers
+  // cost more in allocation and garbage collection than inflating them does.
+  let slab = Buffer.alloc(0);
+  let free = 0;
   const inflater: Inflater = (buf, off, end, size) => {
-    const out = Buffer.allocUnsafe(ROOM + size + 1); // one byte more, to see an object longer than it says
-    handle.writeSync(zlibConstants.Z_FINISH, buf, off, end - off, out, ROOM, size + 1);
+    const need = ROOM + size + 1; // one byte more, to see an object longer than it says
+    if (slab.length - free < need) {
+      slab = Buffer.allocUnsafeSlow(Math.max(need, SLAB));
+      free = 0;
+    }
+    handle.writeSync(zlibConstants.Z_FINISH, buf, off, end - off, slab, free + ROOM, size + 1);
     if (failed !== null) throw broken(`zlib: ${failed}`);
     const used = end - off - state[1]!;
-    const data = out.subarray(ROOM, ROOM + size + 1 - state[0]!);
+    const data = slab.subarray(free + ROOM, free + ROOM + size + 1 - state[0]!);
+    free += ROOM + data.length;
     handle.reset();
     return { data, used };
   };

@@ -56,7 +56,7 @@ const REPORT_PREFIX = 'refs/heads/reports/';
 /** Reports handed to the verify threads at a time, as they are read out of the pack. */
 const CHUNK = 250;
 /** Report tips asked for in one fetch, and fetches in flight at once: the first reports are verified while the server packs the next. */
-const BATCH = 2000;
+const BATCH = 1000;
 const FETCHES = 2;
 
 function batchesOf(tips: Array<[string, string]>, deepen: number): Array<{ tips: Array<[string, string]>; deepen: number }> {
@@ -96,10 +96,21 @@ export async function refreshIndex(fleet: Fleet, mainRef: string, network: Netwo
 /** refreshIndex's work; `pool(n, memo)` starts the verify threads (once) as soon as about n reports are known to need them. */
 async function refresh(fleet: Fleet, mainRef: string, network: Network | null, pool: (expected: number, memo: VouchMemo) => VerifyPool): Promise<ReportIndex> {
   const lap = timer();
+  const mainThere = network && `refs/heads/${network.mainBranch}`;
+  // The report tips are listed, and this checkout's main read, while the index is read.
+  const asked = network && openRemote(fleet.dir).then(async (remote) => ({ remote, listed: await remote.lsRefs([REPORT_PREFIX, mainThere!]) }));
+  asked?.catch(() => undefined);
+  const mainHere = network && fleet.git.raw(['rev-parse', '--verify', '--quiet', mainRef]).then((out) => out.trim(), () => '');
   const files = await indexFiles(fleet);
   const { index, texts: migrated } = readIndex(files);
-  const texts = migrated ?? readTexts(files.texts);
+  // The texts kept from earlier runs are read only when needed: to verify an unchanged report again, or to carry it over.
+  let keptTexts = migrated;
+  const texts = new Map<string, ReportTexts>();
+  const textOf = (node: string) => texts.get(node) ?? (keptTexts ??= readTexts(files.texts)).get(node);
   const vouched: VouchMemo = new Set(index.vouched);
+  // A fleet this big has most of its reports changed whenever status runs at heartbeat pace: start the threads now.
+  const nodeCount = Object.keys(index.nodes).length;
+  if (network && nodeCount > 0) pool(nodeCount, vouched);
   lap('read');
   let mainFetched: Promise<unknown> = Promise.resolve();
   const changed = new Map<string, NodeRecord | undefined>();
@@ -115,20 +126,15 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
     verdicts.push(verify!.verify(jobs).then((results) => jobs.forEach((j, i) => setVerdict(index.nodes[j.node]!.tip, j.blob, results[i]!))));
   };
   if (network) {
-    remote = await openRemote(fleet.dir);
-    lap('open');
-    const mainHere = fleet.git.raw(['rev-parse', '--verify', '--quiet', mainRef]).then((out) => out.trim(), () => '');
-    const mainThere = `refs/heads/${network.mainBranch}`;
-    const listed = await remote.lsRefs([REPORT_PREFIX, mainThere]);
+    const answer = await asked!;
+    remote = answer.remote;
+    const listed = answer.listed;
+    lap('ls-refs');
     // main is fetched (in parallel with the reports) only when it moved.
-    if (listed.get(mainThere) !== (await mainHere)) mainFetched = network.fetchMain();
+    if (listed.get(mainThere!) !== (await mainHere)) mainFetched = network.fetchMain();
     const tips = new Map([...listed].filter(([ref]) => ref.startsWith(REPORT_PREFIX)).map(([ref, oid]) => [ref.slice(REPORT_PREFIX.length), oid]));
     for (const node of Object.keys(index.nodes)) if (!tips.has(node)) removed.push(node);
-    for (const node of removed) {
-      delete index.nodes[node];
-      texts.delete(node);
-    }
-    lap('ls-refs');
+    for (const node of removed) delete index.nodes[node];
     const fresh = [...tips].filter(([node, oid]) => index.nodes[node]?.tip.commit !== oid);
     verify = pool(fresh.length, vouched); // the threads load while the packs are on their way
     const ids = (idsReady = mainFetched.then(() => identityBlobs(fleet, mainRef, index)));
@@ -180,7 +186,8 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
   const { ids, listed } = await (idsReady ??= mainFetched.then(() => identityBlobs(fleet, mainRef, index)));
   // Reports fetched before whose node.yaml changed since they were verified are verified again, from their kept text.
   const stale = Object.entries(index.nodes).filter(([node, r]) => !changed.has(node) && r.tip.identity !== (ids.get(node) ?? ''));
-  if (stale.length) await reverify(stale, { ids, index, texts, remote, submit: (jobs) => (verify ??= pool(jobs.length, vouched), submit(jobs)) });
+  if (stale.length) await reverify(stale, { ids, index, textOf, setText: (node, t) => texts.set(node, t), remote, submit: (jobs) => (verify ??= pool(jobs.length, vouched), submit(jobs)) });
+  await verify?.drain();
   await Promise.all(verdicts);
   lap('verify');
   for (const [node, prev] of changed) {
@@ -191,7 +198,10 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
   index.vouched = [...vouched];
   if (dirty) {
     writeIndex(files, index, { identities: listed || migrated !== undefined });
-    writeTexts(files.texts, texts);
+    writeTexts(files.texts, new Map(Object.keys(index.nodes).flatMap((node) => {
+      const t = textOf(node);
+      return t ? [[node, t] as const] : [];
+    })));
   }
   lap('chain+write', { reports: Object.keys(index.nodes).length, changed: changed.size, verified: changed.size + stale.length });
   return new Map(Object.entries(index.nodes).map(([node, r]) => [node, r.tip]));
@@ -215,20 +225,27 @@ function setVerdict(tip: TipRecord, blob: string, verdict: Verdict): void {
  */
 async function reverify(
   stale: Array<[string, NodeRecord]>,
-  ctx: { ids: Map<string, string>; index: IndexFile; texts: Map<string, ReportTexts>; remote: Remote | null; submit: (jobs: Array<VerifyJob & { blob: string }>) => void },
+  ctx: {
+    ids: Map<string, string>;
+    index: IndexFile;
+    textOf: (node: string) => ReportTexts | undefined;
+    setText: (node: string, texts: ReportTexts) => void;
+    remote: Remote | null;
+    submit: (jobs: Array<VerifyJob & { blob: string }>) => void;
+  },
 ): Promise<void> {
-  const lost = stale.filter(([node, r]) => ctx.texts.get(node)?.commit !== r.tip.commit);
+  const lost = stale.filter(([node, r]) => ctx.textOf(node)?.commit !== r.tip.commit);
   if (lost.length && ctx.remote) {
     const objects = await ctx.remote.fetchObjects({ wants: lost.map(([, r]) => r.tip.commit), deepen: 1 });
     for (const [node, r] of lost) {
       const { status, sig } = tipOf(objects, r.tip.commit);
-      if (commitOf(objects, r.tip.commit)) ctx.texts.set(node, { commit: r.tip.commit, status, sig });
+      if (commitOf(objects, r.tip.commit)) ctx.setText(node, { commit: r.tip.commit, status, sig });
     }
   }
   const jobs: Array<VerifyJob & { blob: string }> = [];
   for (const [node, r] of stale) {
     const blob = ctx.ids.get(node) ?? '';
-    const kept = ctx.texts.get(node);
+    const kept = ctx.textOf(node);
     const status = kept?.commit === r.tip.commit ? kept.status?.toString('utf8') ?? null : undefined;
     if (status === undefined) setVerdict(r.tip, '\0', { signature: 'missing', reason: 'node.yaml changed on main since this report was verified, and its text is not in the checkout: run status again with the server reachable' });
     else {

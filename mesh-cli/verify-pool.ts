@@ -44,6 +44,8 @@ const WORKER_SOURCE = typeof __MESH_VERIFY_WORKER__ === 'string' ? __MESH_VERIFY
  */
 const FORCED = process.env.MESH_VERIFY_POOL_FROM ? Number(process.env.MESH_VERIFY_POOL_FROM) : null;
 const WORKER_THRESHOLD = FORCED ?? 256;
+/** MESH_VERIFY_THREADS sets how many threads (default: one fewer than the cores, at least one). */
+const THREADS = Number(process.env.MESH_VERIFY_THREADS) || null;
 
 /** Verify `jobs` with `memo`; the vouches newly checked are added to it and returned. */
 function verifyAll(jobs: VerifyJob[], memo: VouchMemo): { results: Verdict[]; vouched: string[] } {
@@ -56,6 +58,8 @@ function verifyAll(jobs: VerifyJob[], memo: VouchMemo): { results: Verdict[]; vo
 export interface VerifyPool {
   /** Verify `jobs` (verdicts in their order); may be called again before an earlier call settles. Vouches checked are added to the pool's memo. */
   verify(jobs: VerifyJob[]): Promise<Verdict[]>;
+  /** Verify here, on the calling thread, what no thread has taken yet (for when the caller has nothing else to do). */
+  drain(): Promise<void>;
   close(): void;
 }
 
@@ -64,22 +68,24 @@ export function verifyPool(expected: number, memo: VouchMemo): VerifyPool {
   const wanted = WORKER_SOURCE !== null && expected >= WORKER_THRESHOLD && (availableParallelism() >= 2 || FORCED !== null);
   let workers: Worker[] = [];
   try {
-    if (wanted) workers = Array.from({ length: Math.max(2, Math.min(availableParallelism(), 8)) }, () => new Worker(WORKER_SOURCE!, { eval: true }));
+    // One core is the caller's: it reads the reports out of the packs, then drains what is left.
+    if (wanted) workers = Array.from({ length: THREADS ?? Math.max(1, Math.min(availableParallelism() - 1, 8)) }, () => new Worker(WORKER_SOURCE!, { eval: true }));
   } catch (e) {
     if (FORCED !== null) throw e;
   }
-  if (workers.length === 0) return { verify: async (jobs) => verifyAll(jobs, memo).results, close: () => undefined };
+  if (workers.length === 0) return { verify: async (jobs) => verifyAll(jobs, memo).results, drain: async () => undefined, close: () => undefined };
 
   const known = [...memo];
   for (const w of workers) w.postMessage({ vouched: known } satisfies VerifyMessage);
   const queue: Array<{ id: number; jobs: VerifyJob[] }> = [];
   const pending = new Map<number, { jobs: VerifyJob[]; resolve: (r: Verdict[]) => void; reject: (e: Error) => void }>();
-  const idle = [...workers];
+  const idle = [...workers, ...workers];
   let next = 0;
   let failed: Error | null = null;
 
+  // Each thread has up to two chunks posted, so that it starts the next while its answer to the last is on its way.
   const pump = () => {
-    while (idle.length > 0 && queue.length > 0) idle.pop()!.postMessage(queue.shift()! satisfies VerifyMessage);
+    while (idle.length > 0 && queue.length > 0) idle.shift()!.postMessage(queue.shift()! satisfies VerifyMessage);
   };
   const fail = (e: unknown) => {
     failed ??= e instanceof Error ? e : new Error(`a verify worker exited with ${String(e)}`);
@@ -113,6 +119,15 @@ export function verifyPool(expected: number, memo: VouchMemo): VerifyPool {
         queue.push({ id, jobs });
         pump();
       });
+    },
+    async drain() {
+      // A chunk at a time, with the threads' answers (and the next chunks they are given) in between.
+      for (let chunk = queue.shift(); chunk; chunk = queue.shift()) {
+        const p = pending.get(chunk.id)!;
+        pending.delete(chunk.id);
+        p.resolve(verifyAll(chunk.jobs, memo).results);
+        await new Promise(setImmediate);
+      }
     },
     close: () => {
       for (const w of workers) {

@@ -364,6 +364,37 @@ describe('reports are a hash chain', () => {
     expect(r.stderr).toContain('could not be read; it is rebuilt from origin');
     expect(JSON.parse(r.stdout).nodes[0]).toMatchObject({ node: 'web-1', sequence: 3, signature: 'valid' });
   });
+
+  it('an index written by an earlier mesh-cli (format 1, report texts inside it) is taken over, not rebuilt', async () => {
+    const mesh = join(fleet.checkout, '.git/mesh');
+    const before = await row(fleet.checkout);
+    // Format 1: the index held each report's status.json and signature, and the parsed node.yaml files.
+    const v2 = JSON.parse(readFileSync(join(mesh, 'reports.json'), 'utf8'));
+    const { identities } = JSON.parse(readFileSync(join(mesh, 'identities.json'), 'utf8'));
+    const tip = v2.nodes['web-1'].tip;
+    await git(fleet.checkout, 'fetch', '--quiet', 'origin', tip.commit);
+    const { report: _view, ...rest } = tip;
+    const texts = { status: await git(fleet.checkout, 'show', `${tip.commit}:status.json`), sig: (await git(fleet.checkout, 'show', `${tip.commit}:status.json.sig`)) + '\n' };
+    writeFileSync(join(mesh, 'reports.json'), JSON.stringify({ ...v2, format: 1, identities, nodes: { 'web-1': { ...v2.nodes['web-1'], tip: { ...rest, ...texts } } } }));
+    rmSync(join(mesh, 'identities.json'));
+    rmSync(join(mesh, 'report-texts.bin'));
+    const r = await cli(fleet.checkout, 'status', '--json');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).not.toContain('could not be read');
+    expect(JSON.parse(r.stdout).nodes[0]).toEqual(before);
+    expect(JSON.parse(readFileSync(join(mesh, 'reports.json'), 'utf8')).format).toBe(2);
+  });
+
+  it('a report is verified again when its node.yaml changes, its text fetched again when the checkout lost it', async () => {
+    expect(await row(fleet.checkout)).toMatchObject({ signature: 'valid' });
+    rmSync(join(fleet.checkout, '.git/mesh/report-texts.bin'));
+    const identity = readFileSync(join(fleet.checkout, 'nodes/web-1/node.yaml'), 'utf8');
+    // The same report, judged against a node.yaml one generation on (its token key for generation 1 not kept).
+    await fleet.commit({ 'nodes/web-1/node.yaml': identity.replace(/^generation: 1$/m, 'generation: 2') }, 'web-1: generation 2');
+    expect(await row(fleet.checkout)).toMatchObject({ signature: 'revoked', reason: expect.stringContaining('node.yaml is at generation 2') });
+    await fleet.commit({ 'nodes/web-1/node.yaml': identity }, 'web-1: generation 1 again');
+    expect(await row(fleet.checkout)).toMatchObject({ signature: 'valid' });
+  });
 });
 
 describe('hostile declarations cannot leave the root', () => {
