@@ -21,7 +21,8 @@ import { commitOf, linkFromText, linkOf, reportView, tipOf } from './report-obje
 import { readTexts, writeTexts, type ReportTexts } from './report-texts.js';
 import { catFiles, type Fleet } from './fleet.js';
 import { openRemote, type GitObject, type Remote } from './upload-pack.js';
-import { verifyPool, type Verdict, type VerifyJob, type VerifyPool } from './verify-pool.js';
+import { verifyPool, verifyStats, type Verdict, type VerifyJob, type VerifyPool } from './verify-pool.js';
+import { packStats } from './pack.js';
 
 /** A node's last report as the index keeps it. */
 export interface TipRecord extends SeenTip {
@@ -121,6 +122,7 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
   // node.yaml on main, read once main is fetched (in parallel with the report tips).
   let idsReady: Promise<{ ids: Map<string, string>; listed: boolean }> | undefined;
   let verify: VerifyPool | null = null;
+  let readOutMs = 0;
   /** Hand `jobs` to the threads; each verdict is recorded against the node.yaml blob it was made with. */
   const submit = (jobs: Array<VerifyJob & { blob: string }>) => {
     verdicts.push(verify!.verify(jobs).then((results) => jobs.forEach((j, i) => setVerdict(index.nodes[j.node]!.tip, j.blob, results[i]!))));
@@ -145,6 +147,7 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
       ...batchesOf(fresh.filter(([node]) => !index.nodes[node]), 2),
     ];
     const take = (tips: Array<[string, string]>, got: Map<string, GitObject>, { ids }: { ids: Map<string, string> }) => {
+      const started = performance.now();
       let jobs: Array<VerifyJob & { blob: string }> = [];
       for (const [node, oid] of tips) {
         const prev = index.nodes[node];
@@ -163,6 +166,7 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
         if (jobs.length >= CHUNK) submit(jobs.splice(0));
       }
       submit(jobs);
+      readOutMs += performance.now() - started;
     };
     // A few fetches at a time, each read and handed to the verify threads as soon as it is in.
     await inParallel(batches, FETCHES, async ({ tips, deepen }) => {
@@ -203,7 +207,9 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
       return t ? [[node, t] as const] : [];
     })));
   }
-  lap('chain+write', { reports: Object.keys(index.nodes).length, changed: changed.size, verified: changed.size + stale.length });
+  // Besides the wall time of each phase: CPU time of the work that overlaps (packs parsed, reports read out of them, signatures verified on every thread).
+  const work = { packParse: packStats.ms, readOut: readOutMs, verify: verifyStats.ms, verifiedOnMainThread: verifyStats.here };
+  lap('chain+write', { reports: Object.keys(index.nodes).length, changed: changed.size, verified: changed.size + stale.length, work });
   return new Map(Object.entries(index.nodes).map(([node, r]) => [node, r.tip]));
 }
 

@@ -26,12 +26,16 @@ export interface VerifyJob {
 /** What the pool posts to a thread: the vouches already checked (first), then chunks of jobs. */
 export type VerifyMessage = { vouched: string[] } | { id: number; jobs: VerifyJob[] };
 
-/** A thread's answer to a chunk: verdicts in order, and the vouches it checked. */
+/** A thread's answer to a chunk: verdicts in order, the vouches it checked, and the time it took. */
 export interface VerifyAnswer {
   id: number;
   results: Verdict[];
   vouched: string[];
+  ms: number;
 }
+
+/** Time spent verifying, summed over every thread (MESH_TIMINGS prints it), and how many reports the calling thread verified itself. */
+export const verifyStats = { ms: 0, here: 0 };
 
 /** verify-worker.ts bundled, set by scripts/build.mjs; undefined when running from source (then verify in place). */
 declare const __MESH_VERIFY_WORKER__: string | undefined;
@@ -49,8 +53,11 @@ const THREADS = Number(process.env.MESH_VERIFY_THREADS) || null;
 
 /** Verify `jobs` with `memo`; the vouches newly checked are added to it and returned. */
 function verifyAll(jobs: VerifyJob[], memo: VouchMemo): { results: Verdict[]; vouched: string[] } {
+  const started = performance.now();
   const before = memo.size;
   const results = jobs.map((j) => verifyClaims(j.node, j.status, j.sig, j.claims, j.identity, memo));
+  verifyStats.ms += performance.now() - started;
+  verifyStats.here += jobs.length;
   return { results, vouched: memo.size > before ? [...memo].slice(before) : [] };
 }
 
@@ -99,6 +106,7 @@ export function verifyPool(expected: number, memo: VouchMemo): VerifyPool {
   };
   for (const w of workers) {
     w.on('message', (a: VerifyAnswer) => {
+      verifyStats.ms += a.ms;
       for (const v of a.vouched) memo.add(v);
       const p = pending.get(a.id);
       pending.delete(a.id);

@@ -14,7 +14,8 @@ parentPort!.on('message', (m: VerifyMessage) => {
     for (const v of m.vouched) memo.add(v);
     return;
   }
+  const started = performance.now();
   const before = memo.size;
   const results = m.jobs.map((j) => verifyClaims(j.node, j.status, j.sig, j.claims, j.identity, memo));
-  parentPort!.postMessage({ id: m.id, results, vouched: memo.size > before ? [...memo].slice(before) : [] } satisfies VerifyAnswer);
+  parentPort!.postMessage({ id: m.id, results, vouched: memo.size > before ? [...memo].slice(before) : [], ms: performance.now() - started } satisfies VerifyAnswer);
 });
