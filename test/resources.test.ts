@@ -57,12 +57,13 @@ interface Body {
   counts?: Record<string, number>;
 }
 
-/** One pass of `yaml` (the resources: list) on `root`; returns the exit code and the parsed result. */
-async function apply(root: string, resources: string): Promise<{ code: number; body: Body }> {
+/** One pass of `yaml` (the resources: list) on `root`, with `files` beside the declaration; returns the exit code and the parsed result. */
+async function apply(root: string, resources: string, files: Record<string, string> = {}): Promise<{ code: number; body: Body }> {
   const bundle = join(root, '..', `${root.split('/').pop()}-bundle`);
   rmSync(bundle, { recursive: true, force: true });
   mkdirSync(bundle);
   writeFileSync(join(bundle, 'base.yaml'), resources ? `resources:\n${resources}` : 'resources: []\n');
+  for (const [name, text] of Object.entries(files)) writeFileSync(join(bundle, name), text);
   const run = await hostCmd(root, 'apply', '--bundle', bundle, '--json');
   if (!run.stdout.trim()) throw new Error(`mesh-host apply printed nothing (exit ${run.code}): ${run.stderr}`);
   return { code: run.code, body: JSON.parse(run.stdout) as Body };
@@ -73,6 +74,101 @@ const NOTHING = '';
 const lineOf = (body: Body, id: string) => body.resources.find((l) => l.id === id);
 const etcLine = (root: string, file: string, name: string) => readFileSync(join(root, 'etc', file), 'utf8').split('\n').find((l) => l.startsWith(`${name}:`));
 const onRoot = (root: string, cmd: string, ...args: string[]) => runProgram(cmd, ['--root', root, ...args], root);
+
+describe('file', () => {
+  const conf = (extra: string) => `  - type: file\n    path: /etc/app.conf\n${extra}`;
+  const stat = (root: string, path: string) => lstatSync(join(root, path));
+
+  it('is created with its content, mode, owner and group, read back, and unchanged on the next pass', async () => {
+    const root = machine();
+    const decl = conf('    content: "port = 80\\n"\n    mode: "0640"\n    owner: ops\n    group: users\n');
+    const first = await apply(root, decl);
+    expect(first.code).toBe(0);
+    expect(first.body.resources).toEqual([expect.objectContaining({ id: 'file:/etc/app.conf', result: 'created' })]);
+    expect(readFileSync(join(root, 'etc/app.conf'), 'utf8')).toBe('port = 80\n');
+    expect(stat(root, 'etc/app.conf')).toMatchObject({ uid: 1001, gid: 100 });
+    expect(stat(root, 'etc/app.conf').mode & 0o7777).toBe(0o640);
+    expect((await apply(root, decl)).body.resources).toEqual([{ id: 'file:/etc/app.conf', result: 'unchanged' }]);
+  });
+
+  it('takes its content from a source file beside the declaration', async () => {
+    const root = machine();
+    const { code, body } = await apply(root, conf('    source: app.conf\n'), { 'app.conf': '[app]\nport = 8080\n' });
+    expect(code, JSON.stringify(body)).toBe(0);
+    expect(readFileSync(join(root, 'etc/app.conf'), 'utf8')).toBe('[app]\nport = 8080\n');
+    const missing = await apply(root, conf('    source: nowhere.conf\n'));
+    expect(missing.code).not.toBe(0);
+    expect(missing.body.errors.map((e) => e.message).join('\n')).toMatch(/nowhere\.conf/);
+    expect(readFileSync(join(root, 'etc/app.conf'), 'utf8')).toBe('[app]\nport = 8080\n');
+  });
+
+  it('edited and chmodded by hand, is repaired on the next pass with drift: true', async () => {
+    const root = machine();
+    const decl = conf('    content: "port = 80\\n"\n    mode: "0644"\n');
+    await apply(root, decl);
+    writeFileSync(join(root, 'etc/app.conf'), 'port = 9999\n');
+    const { body } = await apply(root, decl);
+    expect(body.resources).toEqual([expect.objectContaining({ id: 'file:/etc/app.conf', result: 'updated', drift: true, changes: ['content differs'] })]);
+    expect(readFileSync(join(root, 'etc/app.conf'), 'utf8')).toBe('port = 80\n');
+    const { chmodSync } = await import('node:fs');
+    chmodSync(join(root, 'etc/app.conf'), 0o600);
+    expect((await apply(root, decl)).body.resources).toEqual([expect.objectContaining({ result: 'updated', drift: true, changes: ['mode 0600 → 0644'] })]);
+    expect(stat(root, 'etc/app.conf').mode & 0o7777).toBe(0o644);
+  });
+
+  it('ensure: absent deletes it, and a second pass changes nothing', async () => {
+    const root = machine();
+    writeFileSync(join(root, 'etc/old.conf'), 'stale\n');
+    const decl = '  - type: file\n    path: /etc/old.conf\n    ensure: absent\n';
+    expect((await apply(root, decl)).body.resources).toEqual([{ id: 'file:/etc/old.conf', result: 'updated', changes: ['file exists, should be absent'] }]);
+    expect(existsSync(join(root, 'etc/old.conf'))).toBe(false);
+    expect((await apply(root, decl)).body.resources).toEqual([{ id: 'file:/etc/old.conf', result: 'unchanged' }]);
+  });
+
+  it('un-declared, gives a file that was there before mesh its original content and mode back, and deletes one mesh created', async () => {
+    const root = machine();
+    writeFileSync(join(root, 'etc/app.conf'), 'original\n', { mode: 0o600 });
+    await apply(root, conf('    content: "managed\\n"\n    mode: "0644"\n') + '  - type: file\n    path: /etc/new.conf\n    content: "new\\n"\n');
+    expect(readFileSync(join(root, 'etc/app.conf'), 'utf8')).toBe('managed\n');
+    const { body } = await apply(root, NOTHING);
+    expect(body.resources).toEqual([
+      expect.objectContaining({ id: 'file:/etc/new.conf', result: 'removed' }),
+      expect.objectContaining({ id: 'file:/etc/app.conf', result: 'restored' }),
+    ]);
+    expect(readFileSync(join(root, 'etc/app.conf'), 'utf8')).toBe('original\n');
+    expect(stat(root, 'etc/app.conf').mode & 0o7777).toBe(0o600);
+    expect(existsSync(join(root, 'etc/new.conf'))).toBe(false);
+  });
+});
+
+describe('directory', () => {
+  const dir = (path: string, extra = '') => `  - type: directory\n    path: ${path}\n${extra}`;
+
+  it('is created with its mode and owner, read back, and a mode changed by hand is repaired as drift', async () => {
+    const root = machine();
+    const decl = dir('/srv/app', '    mode: "0750"\n    owner: ops\n');
+    expect((await apply(root, decl)).body.resources).toEqual([expect.objectContaining({ id: 'directory:/srv/app', result: 'created' })]);
+    expect(lstatSync(join(root, 'srv/app')).isDirectory()).toBe(true);
+    expect(lstatSync(join(root, 'srv/app')).mode & 0o7777).toBe(0o750);
+    expect(lstatSync(join(root, 'srv/app')).uid).toBe(1001);
+    expect((await apply(root, decl)).body.resources).toEqual([{ id: 'directory:/srv/app', result: 'unchanged' }]);
+    const { chmodSync } = await import('node:fs');
+    chmodSync(join(root, 'srv/app'), 0o777);
+    expect((await apply(root, decl)).body.resources).toEqual([expect.objectContaining({ result: 'updated', drift: true })]);
+    expect(lstatSync(join(root, 'srv/app')).mode & 0o7777).toBe(0o750);
+  });
+
+  it('un-declared, is removed when mesh created it, and kept with its old mode when it was there before', async () => {
+    const root = machine();
+    mkdirSync(join(root, 'srv/data'), { recursive: true, mode: 0o700 });
+    await apply(root, dir('/srv/app') + dir('/srv/data', '    mode: "0755"\n'));
+    expect(lstatSync(join(root, 'srv/data')).mode & 0o7777).toBe(0o755);
+    const { body } = await apply(root, NOTHING);
+    expect(body.resources.map((l) => [l.id, l.result])).toEqual([['directory:/srv/data', 'restored'], ['directory:/srv/app', 'removed']]);
+    expect(existsSync(join(root, 'srv/app'))).toBe(false);
+    expect(lstatSync(join(root, 'srv/data')).mode & 0o7777).toBe(0o700);
+  });
+});
 
 describe('symlink', () => {
   const link = (target: string) => `  - type: symlink\n    path: /etc/app\n    target: ${target}\n`;
