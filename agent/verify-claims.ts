@@ -4,7 +4,7 @@
  * the report's generation. No schema and no YAML here, only the signature code, so that the
  * threads `mesh-cli status` verifies on (mesh-cli/verify-worker.ts) start in milliseconds.
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { NodeIdentity } from '../schema/fleet.js';
 import { REPORT_NAMESPACE, VOUCH_NAMESPACE, vouchPayload } from '../schema/signing.js';
 import { sameKey, verifySsh } from './sign/sshsig.js';
@@ -74,7 +74,7 @@ function same(a: string, b: string): boolean {
 
 /** The memo key of a vouch check. */
 export function vouchKey(report: ReportClaims, tokenKey: string): string {
-  return createHash('sha256').update(JSON.stringify([report.node, report.generation, report.nodeKey, report.vouch, tokenKey])).digest('base64');
+  return hash('sha256', JSON.stringify([report.node, report.generation, report.nodeKey, report.vouch, tokenKey]), 'base64');
 }
 
 function vouched(report: ReportClaims, tokenKey: string, memo?: VouchMemo): boolean {

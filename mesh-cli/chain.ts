@@ -14,7 +14,7 @@
  * rewinds a report branch between two runs of status is caught on the second. This file is
  * pure: the index hands it the commits it fetched.
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { Verdict } from '../agent/verify-claims.js';
 import type { ReportView } from '../schema/report.js';
 
@@ -95,5 +95,5 @@ function parentLink(tip: SeenTip, seen: SeenTip | undefined, lookup: Lookup): Li
 
 /** "sha256:<hex>" of a report's text, as reports name the one before them. */
 export function sha256(text: string): string {
-  return 'sha256:' + createHash('sha256').update(text).digest('hex');
+  return 'sha256:' + hash('sha256', text);
 }

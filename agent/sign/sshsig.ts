@@ -9,7 +9,7 @@
  * replayed for another. Ed25519 is deterministic, so signSsh() gives byte for byte what
  * `ssh-keygen -Y sign` gives for the same key, namespace and message.
  */
-import { createHash, createPrivateKey, createPublicKey, randomBytes, sign, verify, type KeyObject } from 'node:crypto';
+import { createHash, createPrivateKey, createPublicKey, hash as digestOf, randomBytes, sign, verify, type KeyObject } from 'node:crypto';
 import { MeshError } from '../errors.js';
 import { armor, dearmor, sshString, uint32, WireError, WireReader } from './wire.js';
 
@@ -144,7 +144,7 @@ function toBytes(data: string | Uint8Array): Buffer {
 
 /** The blob that is actually signed (PROTOCOL.sshsig, "Signed Data"). */
 function signedBlob(namespace: string | Buffer, reserved: Buffer, hash: string, message: Buffer): Buffer {
-  const digest = createHash(hash).update(message).digest();
+  const digest = digestOf(hash, message, 'buffer');
   return Buffer.concat([MAGIC, sshString(namespace), sshString(reserved), sshString(hash), sshString(digest)]);
 }
 

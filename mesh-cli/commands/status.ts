@@ -51,10 +51,13 @@ export interface NodeStatus {
 /** Fetch reports and main from origin (unless `fetch` is false) and verify every node's last report. */
 export async function fleetStatus(fleet: Fleet, opts: { fetch: boolean }): Promise<NodeStatus[]> {
   if (opts.fetch) await fetchReports(fleet);
-  const declared = (await fleet.git.raw(['ls-tree', '-d', '--name-only', `${mainRef(fleet)}:nodes`]).catch(() => '')).split('\n').filter(Boolean);
-  const nodes = [...new Set([...declared, ...(await reportedNodes(fleet))])].sort();
+  const [listing, reported, fleetTrust] = await Promise.all([
+    fleet.git.raw(['ls-tree', '-d', '--name-only', `${mainRef(fleet)}:nodes`]).catch(() => ''),
+    reportedNodes(fleet),
+    trustOnMain(fleet),
+  ]);
+  const nodes = [...new Set([...listing.split('\n').filter(Boolean), ...reported])].sort();
   const reports = await lastReports(fleet, nodes);
-  const fleetTrust = await trustOnMain(fleet);
   return nodes.map((node) => {
     const verified = reports.get(node)!;
     const r = verified.report;
