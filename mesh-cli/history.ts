@@ -3,10 +3,10 @@
  * branch, every report verified on its own, and the hash chain between neighbours checked
  * (each report names the sha256 of the one before it, so a replayed or dropped report shows).
  */
-import { createHash } from 'node:crypto';
 import { MeshError } from '../agent/errors.js';
 import type { SignatureVerdict } from '../agent/verify-report.js';
 import type { Report } from '../schema/report.js';
+import { sha256 } from './chain.js';
 import type { Fleet } from './fleet.js';
 import { contact } from './duration.js';
 import { failureLines, identities, REPORTS, verifyAt } from './reports.js';
@@ -77,8 +77,4 @@ export function formatHistory(history: History, now: Date): string {
     for (const err of e.errors ?? []) lines.push(`    ${err}`);
   }
   return lines.join('\n');
-}
-
-function sha256(text: string): string {
-  return 'sha256:' + createHash('sha256').update(text).digest('hex');
 }

@@ -13,7 +13,7 @@ import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from '
 import { dirname, isAbsolute, join } from 'node:path';
 import { parse } from 'yaml';
 import type { IdentityKeys, VouchMemo } from '../agent/verify-claims.js';
-import { parseReport, type VerifiedReport } from '../agent/verify-report.js';
+import { parseReport } from '../agent/verify-report.js';
 import { NodeIdentity } from '../schema/fleet.js';
 import type { ReportView } from '../schema/report.js';
 import { chainStep, type ChainVerdict, type SeenTip } from './chain.js';
@@ -28,7 +28,7 @@ import { packStats } from './pack.js';
 export interface TipRecord extends SeenTip {
   /** The node.yaml blob the verdict was made against ('' when the node had none). */
   identity: string;
-  verdict: Omit<VerifiedReport, 'report'>;
+  verdict: Verdict;
   /** The report as status shows it (report-objects.ts reportView), null when status.json is missing or does not parse. */
   report: ReportView | null;
   chain: ChainVerdict;
@@ -159,10 +159,8 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
         const tip: TipRecord = { ...seen, link: text === null ? null : linkFromText(text, report), parentLink: null, identity: '\0', verdict: { signature: 'missing' }, report: report && reportView(report), chain: 'ok' };
         index.nodes[node] = { maxSequence: prev?.maxSequence ?? 0, forked: prev?.forked ?? [], tip };
         texts.set(node, { commit: oid, status, sig });
-        const blob = ids.get(node) ?? '';
-        if (text === null) setVerdict(tip, blob, { signature: 'missing', reason: 'no status.json on the report branch' });
-        else if (!parsed!.ok) setVerdict(tip, blob, { signature: 'invalid', reason: `status.json does not parse: ${parsed!.problems[0]?.message}` });
-        else jobs.push({ node, status: text, sig: sig?.toString('utf8') ?? null, claims: report!, identity: keysOf(index.identities[blob]), blob });
+        const job = judge(tip, node, text, parsed, sig, ids.get(node) ?? '', index);
+        if (job) jobs.push(job);
         if (jobs.length >= CHUNK) submit(jobs.splice(0));
       }
       submit(jobs);
@@ -219,6 +217,17 @@ function keysOf(identity: NodeIdentity | null | undefined): IdentityKeys | null 
   return { generation: identity.generation, ...(identity.token ? { token: { publicKey: identity.token.publicKey } } : {}), ...(identity.previous ? { previous: identity.previous } : {}) };
 }
 
+/**
+ * A report's verdict when it needs no signature check (no status.json, or one that does not
+ * parse), set on `tip`; otherwise the job that verifies its signature against node.yaml `blob`.
+ */
+function judge(tip: TipRecord, node: string, text: string | null, parsed: ReturnType<typeof parseReport> | null, sig: Buffer | null, blob: string, index: IndexFile): (VerifyJob & { blob: string }) | null {
+  if (text === null) setVerdict(tip, blob, { signature: 'missing', reason: 'no status.json on the report branch' });
+  else if (!parsed!.ok) setVerdict(tip, blob, { signature: 'invalid', reason: `status.json does not parse: ${parsed!.problems[0]?.message}` });
+  else return { node, status: text, sig: sig?.toString('utf8') ?? null, claims: parsed!.value, identity: keysOf(index.identities[blob]), blob };
+  return null;
+}
+
 function setVerdict(tip: TipRecord, blob: string, verdict: Verdict): void {
   tip.identity = blob;
   tip.verdict = verdict;
@@ -255,10 +264,8 @@ async function reverify(
     const status = kept?.commit === r.tip.commit ? kept.status?.toString('utf8') ?? null : undefined;
     if (status === undefined) setVerdict(r.tip, '\0', { signature: 'missing', reason: 'node.yaml changed on main since this report was verified, and its text is not in the checkout: run status again with the server reachable' });
     else {
-      // A report that did not parse was judged without node.yaml: its verdict stands.
-      const parsed = status === null ? null : parseReport(node, status);
-      if (!parsed?.ok) setVerdict(r.tip, blob, r.tip.verdict);
-      else jobs.push({ node, status: status!, sig: kept!.sig?.toString('utf8') ?? null, claims: parsed.value, identity: keysOf(ctx.index.identities[blob]), blob });
+      const job = judge(r.tip, node, status, status === null ? null : parseReport(node, status), kept!.sig, blob, ctx.index);
+      if (job) jobs.push(job);
     }
   }
   ctx.submit(jobs);
