@@ -41,13 +41,15 @@ export type VouchMemo = Set<string>;
 /**
  * The signature checks of verifyReport for a status.json that already parsed into `claims`:
  * signed by the node key it names, that key vouched for by the token key node.yaml names for its
- * generation. mesh-cli status parses each report once and hands this part to worker threads.
+ * generation. mesh-cli status parses each report once and hands this part to worker threads,
+ * with status.json and its signature as the bytes read out of the pack.
  */
-export function verifyClaims(node: string, statusText: string, sigText: string | null, claims: ReportClaims, identity: IdentityKeys | null, memo?: VouchMemo): Verdict {
+export function verifyClaims(node: string, status: string | Uint8Array, sshsig: string | Uint8Array | null, claims: ReportClaims, identity: IdentityKeys | null, memo?: VouchMemo): Verdict {
   const verdict = (signature: SignatureVerdict, reason?: string, chained?: boolean): Verdict => ({ signature, ...(reason ? { reason } : {}), ...(chained ? { chained } : {}) });
-  if (sigText === null) return verdict('invalid', 'status.json is not signed (no status.json.sig)');
+  if (sshsig === null) return verdict('invalid', 'status.json is not signed (no status.json.sig)');
   if (claims.node !== node) return verdict('invalid', `the report on reports/${node} is for node ${claims.node}`);
-  const sig = verifySsh(statusText, sigText, REPORT_NAMESPACE);
+  const armored = typeof sshsig === 'string' ? sshsig : Buffer.from(sshsig.buffer, sshsig.byteOffset, sshsig.byteLength).toString('utf8');
+  const sig = verifySsh(status, armored, REPORT_NAMESPACE);
   if (!sig.ok) return verdict('invalid', `signature does not verify: ${sig.reason}`);
   if (!same(sig.publicKey, claims.nodeKey)) return verdict('invalid', 'signed by a key other than the node key it names');
   if (!identity) return verdict('invalid', `no nodes/${node}/node.yaml on main vouches for this node`);

@@ -9,7 +9,8 @@
  * for a replaced heartbeat, that tip's parent needs a second fetch (upload-pack.ts).
  * A report is verified once per (report commit, node.yaml blob): both are immutable.
  */
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, join } from 'node:path';
 import { parse } from 'yaml';
 import type { IdentityKeys, VouchMemo } from '../agent/verify-claims.js';
@@ -56,13 +57,18 @@ export type ReportIndex = Map<string, TipRecord>;
 const REPORT_PREFIX = 'refs/heads/reports/';
 /** Reports handed to the verify threads at a time, as they are read out of the pack. */
 const CHUNK = 250;
-/** Report tips asked for in one fetch, and fetches in flight at once: the first reports are verified while the server packs the next. */
+/**
+ * Report tips asked for in one fetch, and fetches in flight at once: the first reports are
+ * verified while the server packs the next. The first fetch is smaller, so that the verify
+ * threads have work sooner.
+ */
 const BATCH = 1000;
+const FIRST_BATCH = CHUNK;
 const FETCHES = 2;
 
-function batchesOf(tips: Array<[string, string]>, deepen: number): Array<{ tips: Array<[string, string]>; deepen: number }> {
+function batchesOf(tips: Array<[string, string]>, deepen: number, first = BATCH): Array<{ tips: Array<[string, string]>; deepen: number }> {
   const out = [];
-  for (let i = 0; i < tips.length; i += BATCH) out.push({ tips: tips.slice(i, i + BATCH), deepen });
+  for (let i = 0, size = first; i < tips.length; i += size, size = BATCH) out.push({ tips: tips.slice(i, i + size), deepen });
   return out;
 }
 
@@ -82,6 +88,8 @@ async function inParallel<T>(items: T[], width: number, work: (item: T) => Promi
 export interface Network {
   mainBranch: string;
   fetchMain(): Promise<unknown>;
+  /** Called once `mainRef` holds origin's main (fetched, or found there already), while the reports are still being read. */
+  onMain?(): void;
 }
 
 /** Bring the index up to date (with origin when `network`), verify what changed, and keep it. */
@@ -98,12 +106,13 @@ export async function refreshIndex(fleet: Fleet, mainRef: string, network: Netwo
 async function refresh(fleet: Fleet, mainRef: string, network: Network | null, pool: (expected: number, memo: VouchMemo) => VerifyPool): Promise<ReportIndex> {
   const lap = timer();
   const mainThere = network && `refs/heads/${network.mainBranch}`;
-  // The report tips are listed, and this checkout's main read, while the index is read.
+  // The report tips are listed, and this checkout's main read, while the index is read (from
+  // disk without holding this thread, so that the ls-refs request is out before it is parsed).
   const asked = network && openRemote(fleet.dir).then(async (remote) => ({ remote, listed: await remote.lsRefs([REPORT_PREFIX, mainThere!]) }));
   asked?.catch(() => undefined);
   const mainHere = network && fleet.git.raw(['rev-parse', '--verify', '--quiet', mainRef]).then((out) => out.trim(), () => '');
   const files = await indexFiles(fleet);
-  const { index, texts: migrated } = readIndex(files);
+  const { index, texts: migrated } = await readIndex(files);
   // The texts kept from earlier runs are read only when needed: to verify an unchanged report again, or to carry it over.
   let keptTexts = migrated;
   const texts = new Map<string, ReportTexts>();
@@ -134,6 +143,7 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
     lap('ls-refs');
     // main is fetched (in parallel with the reports) only when it moved.
     if (listed.get(mainThere!) !== (await mainHere)) mainFetched = network.fetchMain();
+    if (network.onMain) mainFetched.then(network.onMain, () => undefined);
     const tips = new Map([...listed].filter(([ref]) => ref.startsWith(REPORT_PREFIX)).map(([ref, oid]) => [ref.slice(REPORT_PREFIX.length), oid]));
     for (const node of Object.keys(index.nodes)) if (!tips.has(node)) removed.push(node);
     for (const node of removed) delete index.nodes[node];
@@ -142,7 +152,7 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
     const ids = (idsReady = mainFetched.then(() => identityBlobs(fleet, mainRef, index)));
     ids.catch(() => undefined);
     const batches = [
-      ...batchesOf(fresh.filter(([node]) => index.nodes[node]), 1),
+      ...batchesOf(fresh.filter(([node]) => index.nodes[node]), 1, FIRST_BATCH),
       // two deep for a node seen the first time, so that its order can be checked
       ...batchesOf(fresh.filter(([node]) => !index.nodes[node]), 2),
     ];
@@ -159,7 +169,7 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
         const tip: TipRecord = { ...seen, link: text === null ? null : linkFromText(text, report), parentLink: null, identity: '\0', verdict: { signature: 'missing' }, report: report && reportView(report), chain: 'ok' };
         index.nodes[node] = { maxSequence: prev?.maxSequence ?? 0, forked: prev?.forked ?? [], tip };
         texts.set(node, { commit: oid, status, sig });
-        const job = judge(tip, node, text, parsed, sig, ids.get(node) ?? '', index);
+        const job = judge(tip, node, { status, sig }, parsed, ids.get(node) ?? '', index);
         if (job) jobs.push(job);
         if (jobs.length >= CHUNK) submit(jobs.splice(0));
       }
@@ -189,6 +199,15 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
   // Reports fetched before whose node.yaml changed since they were verified are verified again, from their kept text.
   const stale = Object.entries(index.nodes).filter(([node, r]) => !changed.has(node) && r.tip.identity !== (ids.get(node) ?? ''));
   if (stale.length) await reverify(stale, { ids, index, textOf, setText: (node, t) => texts.set(node, t), remote, submit: (jobs) => (verify ??= pool(jobs.length, vouched), submit(jobs)) });
+  // The texts do not depend on the verdicts: they are written while the threads verify. (Each is
+  // kept with its commit, so texts newer than an index that was not written are not mistaken for its.)
+  const dirty = changed.size + removed.length + stale.length > 0 || migrated !== undefined;
+  if (dirty) {
+    writeTexts(files.texts, new Map(Object.keys(index.nodes).flatMap((node) => {
+      const t = textOf(node);
+      return t ? [[node, t] as const] : [];
+    })));
+  }
   await verify?.drain();
   await Promise.all(verdicts);
   lap('verify');
@@ -196,15 +215,9 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
     const record = index.nodes[node]!;
     record.tip.chain = chainStep(prev?.tip, record, (oid) => linkOf(objects, oid));
   }
-  const dirty = changed.size + removed.length + stale.length > 0 || vouched.size !== index.vouched.length || listed || migrated !== undefined;
+  const indexDirty = dirty || vouched.size !== index.vouched.length || listed;
   index.vouched = [...vouched];
-  if (dirty) {
-    writeIndex(files, index, { identities: listed || migrated !== undefined });
-    writeTexts(files.texts, new Map(Object.keys(index.nodes).flatMap((node) => {
-      const t = textOf(node);
-      return t ? [[node, t] as const] : [];
-    })));
-  }
+  if (indexDirty) writeIndex(files, index, { identities: listed || migrated !== undefined });
   // Besides the wall time of each phase: CPU time of the work that overlaps (packs parsed, reports read out of them, signatures verified on every thread).
   const work = { packParse: packStats.ms, readOut: readOutMs, verify: verifyStats.ms, verifiedOnMainThread: verifyStats.here };
   lap('chain+write', { reports: Object.keys(index.nodes).length, changed: changed.size, verified: changed.size + stale.length, work });
@@ -219,12 +232,17 @@ function keysOf(identity: NodeIdentity | null | undefined): IdentityKeys | null 
 
 /**
  * A report's verdict when it needs no signature check (no status.json, or one that does not
- * parse), set on `tip`; otherwise the job that verifies its signature against node.yaml `blob`.
+ * parse: `parsed` is its text parsed), set on `tip`; otherwise the job that verifies its
+ * signature against node.yaml `blob`.
  */
-function judge(tip: TipRecord, node: string, text: string | null, parsed: ReturnType<typeof parseReport> | null, sig: Buffer | null, blob: string, index: IndexFile): (VerifyJob & { blob: string }) | null {
-  if (text === null) setVerdict(tip, blob, { signature: 'missing', reason: 'no status.json on the report branch' });
+function judge(tip: TipRecord, node: string, { status, sig }: { status: Buffer | null; sig: Buffer | null }, parsed: ReturnType<typeof parseReport> | null, blob: string, index: IndexFile): (VerifyJob & { blob: string }) | null {
+  if (status === null) setVerdict(tip, blob, { signature: 'missing', reason: 'no status.json on the report branch' });
   else if (!parsed!.ok) setVerdict(tip, blob, { signature: 'invalid', reason: `status.json does not parse: ${parsed!.problems[0]?.message}` });
-  else return { node, status: text, sig: sig?.toString('utf8') ?? null, claims: parsed!.value, identity: keysOf(index.identities[blob]), blob };
+  else {
+    // Only the claimed fields go to the verify thread: the whole report would be copied across for nothing.
+    const { node: named, generation, nodeKey, vouch } = parsed!.value;
+    return { node, status, sig, claims: { node: named, generation, nodeKey, vouch }, identity: keysOf(index.identities[blob]), blob };
+  }
   return null;
 }
 
@@ -261,10 +279,10 @@ async function reverify(
   for (const [node, r] of stale) {
     const blob = ctx.ids.get(node) ?? '';
     const kept = ctx.textOf(node);
-    const status = kept?.commit === r.tip.commit ? kept.status?.toString('utf8') ?? null : undefined;
+    const status = kept?.commit === r.tip.commit ? kept.status : undefined;
     if (status === undefined) setVerdict(r.tip, '\0', { signature: 'missing', reason: 'node.yaml changed on main since this report was verified, and its text is not in the checkout: run status again with the server reachable' });
     else {
-      const job = judge(r.tip, node, status, status === null ? null : parseReport(node, status), kept!.sig, blob, ctx.index);
+      const job = judge(r.tip, node, kept!, status === null ? null : parseReport(node, status.toString('utf8')), blob, ctx.index);
       if (job) jobs.push(job);
     }
   }
@@ -327,13 +345,14 @@ async function indexFiles(fleet: Fleet): Promise<IndexFiles> {
 }
 
 /** The index; one written by an earlier mesh-cli (format 1, texts inside) is taken over with its texts. */
-function readIndex(files: IndexFiles): { index: IndexFile; texts?: Map<string, ReportTexts> } {
+async function readIndex(files: IndexFiles): Promise<{ index: IndexFile; texts?: Map<string, ReportTexts> }> {
   const empty: IndexFile = { format: 2, nodes: {}, identities: {}, vouched: [] };
-  if (!existsSync(files.index)) return { index: empty };
+  const [text, identities] = await Promise.all([readFile(files.index, 'utf8').catch(() => null), readFile(files.identities, 'utf8').catch(() => '')]);
+  if (text === null && !existsSync(files.index)) return { index: empty };
   try {
-    const index = JSON.parse(readFileSync(files.index, 'utf8')) as Omit<IndexFile, 'identities'> | IndexV1;
+    const index = JSON.parse(text ?? '') as Omit<IndexFile, 'identities'> | IndexV1;
     if (index.nodes && Array.isArray(index.vouched)) {
-      if (index.format === 2) return { index: { ...index, identities: readIdentities(files.identities) } };
+      if (index.format === 2) return { index: { ...index, identities: parseIdentities(identities) } };
       if (index.format === 1 && index.identities) return fromV1(index);
     }
   } catch {
@@ -345,10 +364,10 @@ function readIndex(files: IndexFiles): { index: IndexFile; texts?: Map<string, R
   return { index: empty };
 }
 
-/** Parsed node.yaml files by blob id; a cache (an unreadable one is parsed again from main). */
-function readIdentities(file: string): IndexFile['identities'] {
+/** Parsed node.yaml files by blob id, from the text of identities.json; a cache (an unreadable one is parsed again from main). */
+function parseIdentities(text: string): IndexFile['identities'] {
   try {
-    const read = JSON.parse(readFileSync(file, 'utf8')) as { identities?: IndexFile['identities'] };
+    const read = JSON.parse(text) as { identities?: IndexFile['identities'] };
     return read.identities && typeof read.identities === 'object' ? read.identities : {};
   } catch {
     return {};

@@ -24,11 +24,14 @@ export function mainRef(fleet: Fleet): string {
 
 const indexes = new WeakMap<Fleet, ReportIndex>();
 
-/** Fetch main (when it moved), and bring the report index up to date with origin's report branches (report-index.ts). */
-export async function fetchReports(fleet: Fleet): Promise<void> {
+/**
+ * Fetch main (when it moved), and bring the report index up to date with origin's report branches
+ * (report-index.ts); `onMain` is called as soon as main is fetched, before the reports are read.
+ */
+export async function fetchReports(fleet: Fleet, onMain?: () => void): Promise<void> {
   const main = fleet.config.mainBranch;
   const fetchMain = () => fleet.git.fetch(['origin', `+refs/heads/${main}:refs/remotes/origin/${main}`]);
-  indexes.set(fleet, await refreshIndex(fleet, mainRef(fleet), { mainBranch: main, fetchMain }));
+  indexes.set(fleet, await refreshIndex(fleet, mainRef(fleet), { mainBranch: main, fetchMain, ...(onMain ? { onMain } : {}) }));
 }
 
 /** Fetch like `fetchReports`, but a failure becomes a note (the reports already fetched are used). */

@@ -14,17 +14,35 @@ import { verifyClaims, type IdentityKeys, type ReportClaims, type Verdict, type 
 
 export type { Verdict } from '../agent/verify-claims.js';
 
-/** One report to verify: its node, status.json (already parsed into `claims`) and signature, and the token keys of its node.yaml on main. */
+/** One report to verify: its node, status.json (already parsed into `claims`) and signature as read, and the token keys of its node.yaml on main. */
 export interface VerifyJob {
   node: string;
-  status: string;
-  sig: string | null;
+  status: Uint8Array;
+  sig: Uint8Array | null;
   claims: ReportClaims;
   identity: IdentityKeys | null;
 }
 
-/** What the pool posts to a thread: the vouches already checked (first), then chunks of jobs. */
+/**
+ * What the pool posts to a thread: the vouches already checked (first), then chunks of jobs.
+ * A chunk's texts are copied into one buffer that is handed over, not cloned: the reports read
+ * out of a pack are views of megabyte slabs, which a clone would copy whole.
+ */
 export type VerifyMessage = { vouched: string[] } | { id: number; jobs: VerifyJob[] };
+
+/** `jobs` with their texts moved into one new buffer, and that buffer (to transfer). */
+function packed(jobs: VerifyJob[]): { jobs: VerifyJob[]; buffer: ArrayBuffer } {
+  let size = 0;
+  for (const j of jobs) size += j.status.byteLength + (j.sig?.byteLength ?? 0);
+  const buffer = new ArrayBuffer(size);
+  const bytes = new Uint8Array(buffer);
+  let at = 0;
+  const copy = (b: Uint8Array) => {
+    bytes.set(b, at);
+    return bytes.subarray(at, (at += b.byteLength));
+  };
+  return { jobs: jobs.map((j) => ({ ...j, status: copy(j.status), sig: j.sig && copy(j.sig) })), buffer };
+}
 
 /** A thread's answer to a chunk: verdicts in order, the vouches it checked, and the time it took. */
 export interface VerifyAnswer {
@@ -92,7 +110,11 @@ export function verifyPool(expected: number, memo: VouchMemo): VerifyPool {
 
   // Each thread has up to two chunks posted, so that it starts the next while its answer to the last is on its way.
   const pump = () => {
-    while (idle.length > 0 && queue.length > 0) idle.shift()!.postMessage(queue.shift()! satisfies VerifyMessage);
+    while (idle.length > 0 && queue.length > 0) {
+      const { id, jobs } = queue.shift()!;
+      const { jobs: moved, buffer } = packed(jobs);
+      idle.shift()!.postMessage({ id, jobs: moved } satisfies VerifyMessage, [buffer]);
+    }
   };
   const fail = (e: unknown) => {
     failed ??= e instanceof Error ? e : new Error(`a verify worker exited with ${String(e)}`);

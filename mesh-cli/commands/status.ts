@@ -50,12 +50,15 @@ export interface NodeStatus {
 
 /** Fetch reports and main from origin (unless `fetch` is false) and verify every node's last report. */
 export async function fleetStatus(fleet: Fleet, opts: { fetch: boolean }): Promise<NodeStatus[]> {
-  if (opts.fetch) await fetchReports(fleet);
-  const [listing, reported, fleetTrust] = await Promise.all([
+  // The nodes on main and mesh.yaml's trust are read as soon as main is fetched, while the reports are.
+  let mainFetched!: () => void;
+  const fromMain = new Promise<void>((resolve) => (mainFetched = resolve)).then(() => Promise.all([
     fleet.git.raw(['ls-tree', '-d', '--name-only', `${mainRef(fleet)}:nodes`]).catch(() => ''),
-    reportedNodes(fleet),
     trustOnMain(fleet),
-  ]);
+  ]));
+  if (opts.fetch) await fetchReports(fleet, mainFetched);
+  mainFetched(); // not fetched, or not called back (main is read as it is)
+  const [[listing, fleetTrust], reported] = await Promise.all([fromMain, reportedNodes(fleet)]);
   const nodes = [...new Set([...listing.split('\n').filter(Boolean), ...reported])].sort();
   const reports = await lastReports(fleet, nodes);
   return nodes.map((node) => {
