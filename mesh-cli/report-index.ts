@@ -1,7 +1,8 @@
 /**
  * What the operator's checkout knows about every report branch: one file,
- * `.git/mesh/reports.json`, with each node's last report (status.json and its signature), the
- * verdict of its signature against the node.yaml it was checked with, and its chain state.
+ * `.git/mesh/reports.json`, with each node's last report as status shows it, the verdict of its
+ * signature against the node.yaml it was checked with, and its chain state (beside it: the
+ * parsed node.yaml files, and the report texts in report-texts.ts).
  * It is kept up to date without a remote-tracking ref per node (writing 10,000 refs costs more
  * than everything else status does): one protocol-v2 ls-refs lists the report tips, one fetch
  * brings the changed ones one commit deep (two deep for a node seen the first time, so its
@@ -44,7 +45,7 @@ interface NodeRecord {
 }
 
 interface IndexFile {
-  format: 2;
+  format: 3;
   nodes: Record<string, NodeRecord>;
   /** Parsed node.yaml by blob id (null: it does not parse). */
   identities: Record<string, NodeIdentity | null>;
@@ -112,7 +113,7 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
   asked?.catch(() => undefined);
   const mainHere = network && fleet.git.raw(['rev-parse', '--verify', '--quiet', mainRef]).then((out) => out.trim(), () => '');
   const files = await indexFiles(fleet);
-  const { index, texts: migrated } = await readIndex(files);
+  const { index, texts: migrated, views, upgraded } = await readIndex(files);
   // The texts kept from earlier runs are read only when needed: to verify an unchanged report again, or to carry it over.
   let keptTexts = migrated;
   const texts = new Map<string, ReportTexts>();
@@ -215,9 +216,15 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
     const record = index.nodes[node]!;
     record.tip.chain = chainStep(prev?.tip, record, (oid) => linkOf(objects, oid));
   }
-  const indexDirty = dirty || vouched.size !== index.vouched.length || listed;
+  // The reports that did not change are read now, from the index as it was (when every report changed, they never are).
+  const unchanged = Object.keys(index.nodes).filter((node) => !changed.has(node));
+  if (views !== undefined && unchanged.length > 0) {
+    const read = JSON.parse(views) as Record<string, ReportView | null>;
+    for (const node of unchanged) index.nodes[node]!.tip.report = read[node] ?? null;
+  }
+  const indexDirty = dirty || vouched.size !== index.vouched.length || listed || upgraded;
   index.vouched = [...vouched];
-  if (indexDirty) writeIndex(files, index, { identities: listed || migrated !== undefined });
+  if (indexDirty) writeIndex(files, index, { identities: listed || upgraded, views: changed.size + removed.length === 0 ? views : undefined });
   // Besides the wall time of each phase: CPU time of the work that overlaps (packs parsed, reports read out of them, signatures verified on every thread).
   const work = { packParse: packStats.ms, readOut: readOutMs, verify: verifyStats.ms, verifiedOnMainThread: verifyStats.here };
   lap('chain+write', { reports: Object.keys(index.nodes).length, changed: changed.size, verified: changed.size + stale.length, work });
@@ -344,16 +351,38 @@ async function indexFiles(fleet: Fleet): Promise<IndexFiles> {
   return { index: join(dir, 'reports.json'), identities: join(dir, 'identities.json'), texts: join(dir, 'report-texts.bin') };
 }
 
-/** The index; one written by an earlier mesh-cli (format 1, texts inside) is taken over with its texts. */
-async function readIndex(files: IndexFiles): Promise<{ index: IndexFile; texts?: Map<string, ReportTexts> }> {
-  const empty: IndexFile = { format: 2, nodes: {}, identities: {}, vouched: [] };
+/**
+ * What readIndex read: the index, with each node's report (`tip.report`) still unread in `views`
+ * (the JSON text of node → report), and `upgraded` when it was written by an earlier mesh-cli
+ * (format 1 also brings the report texts, which it kept inside the index).
+ */
+interface ReadIndex {
+  index: IndexFile;
+  views?: string;
+  upgraded: boolean;
+  texts?: Map<string, ReportTexts>;
+}
+
+/**
+ * The index. Format 3 is two lines of JSON: the records without their reports (with format and
+ * vouched), then node → report. The second is parsed only if some report is still the node's
+ * last: when every report changed, it never is. Formats 2 (one JSON object, each report inside
+ * its record) and 1 (format 2 with the report texts inside too) are taken over.
+ */
+async function readIndex(files: IndexFiles): Promise<ReadIndex> {
+  const empty = (): ReadIndex => ({ index: { format: 3, nodes: {}, identities: {}, vouched: [] }, upgraded: false });
   const [text, identities] = await Promise.all([readFile(files.index, 'utf8').catch(() => null), readFile(files.identities, 'utf8').catch(() => '')]);
-  if (text === null && !existsSync(files.index)) return { index: empty };
+  if (text === null && !existsSync(files.index)) return empty();
   try {
-    const index = JSON.parse(text ?? '') as Omit<IndexFile, 'identities'> | IndexV1;
+    const line = (text ?? '').indexOf('\n');
+    const index = JSON.parse(line < 0 ? text ?? '' : text!.slice(0, line)) as Omit<IndexFile, 'identities' | 'format'> & { format: 2 | 3 } | IndexV1;
     if (index.nodes && Array.isArray(index.vouched)) {
-      if (index.format === 2) return { index: { ...index, identities: parseIdentities(identities) } };
-      if (index.format === 1 && index.identities) return fromV1(index);
+      if (index.format === 3 && line >= 0) {
+        for (const record of Object.values(index.nodes)) record.tip.report = null;
+        return { index: { ...index, format: 3, identities: parseIdentities(identities) }, views: text!.slice(line + 1).trimEnd(), upgraded: false };
+      }
+      if (index.format === 2) return { index: { ...index, format: 3, identities: parseIdentities(identities) }, upgraded: true };
+      if (index.format === 1 && index.identities) return { ...fromV1(index), upgraded: true };
     }
   } catch {
     // said below
@@ -361,7 +390,7 @@ async function readIndex(files: IndexFiles): Promise<{ index: IndexFile; texts?:
   // It is a cache of what origin has, so it is rebuilt from origin; what is lost is the memory of
   // earlier tips, so a branch rewound before this run is not caught as replayed or forked by it.
   console.error(`note: ${files.index} could not be read; it is rebuilt from origin, and reports seen before it are not compared with this run's`);
-  return { index: empty };
+  return empty();
 }
 
 /** Parsed node.yaml files by blob id, from the text of identities.json; a cache (an unreadable one is parsed again from main). */
@@ -388,16 +417,25 @@ function fromV1(v1: IndexV1): { index: IndexFile; texts: Map<string, ReportTexts
     nodes[node] = { ...rest, tip: { ...tip, report: parsed?.ok ? reportView(parsed.value) : null } };
     texts.set(node, { commit: tip.commit, status: status === null ? null : Buffer.from(status), sig: sig === null ? null : Buffer.from(sig) });
   }
-  return { index: { ...v1, format: 2, nodes }, texts };
+  return { index: { ...v1, format: 3, nodes }, texts };
 }
 
-/** Write the index, and the parsed node.yaml files when `identities` (they change only when main's node.yaml files do). */
-function writeIndex(files: IndexFiles, { identities, ...index }: IndexFile, opts: { identities: boolean }): void {
+/**
+ * Write the index (format 3, see readIndex), the reports as `views` when it is given (they did not
+ * change); and the parsed node.yaml files when `identities` (they change only when main's do).
+ */
+function writeIndex(files: IndexFiles, index: IndexFile, opts: { identities: boolean; views: string | undefined }): void {
   mkdirSync(dirname(files.index), { recursive: true });
   const put = (file: string, text: string) => {
     writeFileSync(`${file}.tmp`, text);
     renameSync(`${file}.tmp`, file);
   };
-  if (opts.identities) put(files.identities, JSON.stringify({ identities }));
-  put(files.index, JSON.stringify(index));
+  if (opts.identities) put(files.identities, JSON.stringify({ identities: index.identities }));
+  const records: Record<string, Omit<NodeRecord, 'tip'> & { tip: Omit<TipRecord, 'report'> }> = {};
+  const reports: Record<string, ReportView | null> = {};
+  for (const [node, { tip: { report, ...tip }, ...record }] of Object.entries(index.nodes)) {
+    records[node] = { ...record, tip };
+    reports[node] = report;
+  }
+  put(files.index, `${JSON.stringify({ format: index.format, vouched: index.vouched, nodes: records })}\n${opts.views ?? JSON.stringify(reports)}\n`);
 }

@@ -31,6 +31,16 @@ async function commitWith(fleet: TestFleet, files: Record<string, string>, messa
   await git(fleet.checkout, 'push', '--quiet', '--force', 'origin', 'HEAD:main');
   return git(fleet.checkout, 'rev-parse', 'HEAD');
 }
+/** The format of a report index's text (format 3: a JSON line of records, then one of reports; 1 and 2: one JSON object). */
+const formatOf = (text: string): unknown => (JSON.parse(text.split('\n')[0]!) as { format: unknown }).format;
+/** A format-3 index as the format-2 object the mesh-cli before it wrote (each report inside its record). */
+type Tip = { commit: string } & Record<string, unknown>;
+function asFormat2(text: string): { format: 2; vouched: string[]; nodes: Record<string, { tip: Tip }> } {
+  const [records, reports] = text.trimEnd().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+  const nodes = records!.nodes as Record<string, { tip: Tip }>;
+  for (const [node, record] of Object.entries(nodes)) record.tip.report = reports![node];
+  return { format: 2, vouched: records!.vouched as string[], nodes };
+}
 const unsigned = ['-c', 'commit.gpgsign=false'];
 const signedBy = (key: string) => ['-c', `user.signingkey=${key}`];
 const fingerprintOf = (key: string) => execFileSync('ssh-keygen', ['-lf', `${key}.pub`], { encoding: 'utf8' }).split(' ')[1]!;
@@ -369,9 +379,9 @@ describe('reports are a hash chain', () => {
     const mesh = join(fleet.checkout, '.git/mesh');
     const before = await row(fleet.checkout);
     // Format 1: the index held each report's status.json and signature, and the parsed node.yaml files.
-    const v2 = JSON.parse(readFileSync(join(mesh, 'reports.json'), 'utf8'));
+    const v2 = asFormat2(readFileSync(join(mesh, 'reports.json'), 'utf8'));
     const { identities } = JSON.parse(readFileSync(join(mesh, 'identities.json'), 'utf8'));
-    const tip = v2.nodes['web-1'].tip;
+    const tip = v2.nodes['web-1']!.tip;
     await git(fleet.checkout, 'fetch', '--quiet', 'origin', tip.commit);
     const { report: _view, ...rest } = tip;
     const texts = { status: await git(fleet.checkout, 'show', `${tip.commit}:status.json`), sig: (await git(fleet.checkout, 'show', `${tip.commit}:status.json.sig`)) + '\n' };
@@ -382,7 +392,20 @@ describe('reports are a hash chain', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).not.toContain('could not be read');
     expect(JSON.parse(r.stdout).nodes[0]).toEqual(before);
-    expect(JSON.parse(readFileSync(join(mesh, 'reports.json'), 'utf8')).format).toBe(2);
+    expect(formatOf(readFileSync(join(mesh, 'reports.json'), 'utf8'))).toBe(3);
+  });
+
+  it('an index written by the last mesh-cli (format 2, one JSON object) is taken over, not rebuilt', async () => {
+    const mesh = join(fleet.checkout, '.git/mesh');
+    const before = await row(fleet.checkout);
+    writeFileSync(join(mesh, 'reports.json'), JSON.stringify(asFormat2(readFileSync(join(mesh, 'reports.json'), 'utf8'))));
+    const r = await cli(fleet.checkout, 'status', '--json');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).not.toContain('could not be read');
+    expect(JSON.parse(r.stdout).nodes[0]).toEqual(before);
+    expect(formatOf(readFileSync(join(mesh, 'reports.json'), 'utf8'))).toBe(3);
+    // and read back as format 3, with the same row
+    expect(await row(fleet.checkout)).toEqual(before);
   });
 
   it('a report is verified again when its node.yaml changes, its text fetched again when the checkout lost it', async () => {
