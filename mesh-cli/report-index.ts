@@ -218,17 +218,37 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
   }
   // The reports that did not change are read now, from the index as it was (when every report changed, they never are).
   const unchanged = Object.keys(index.nodes).filter((node) => !changed.has(node));
-  if (views !== undefined && unchanged.length > 0) {
-    const read = JSON.parse(views) as Record<string, ReportView | null>;
-    for (const node of unchanged) index.nodes[node]!.tip.report = read[node] ?? null;
-  }
-  const indexDirty = dirty || vouched.size !== index.vouched.length || listed || upgraded;
+  const damaged = views !== undefined && unchanged.length > 0 && !readViews(files, index, unchanged, views, textOf);
+  const indexDirty = dirty || vouched.size !== index.vouched.length || listed || upgraded || damaged;
   index.vouched = [...vouched];
-  if (indexDirty) writeIndex(files, index, { identities: listed || upgraded, views: changed.size + removed.length === 0 ? views : undefined });
+  if (indexDirty) writeIndex(files, index, { identities: listed || upgraded, views: changed.size + removed.length === 0 && !damaged ? views : undefined });
   // Besides the wall time of each phase: CPU time of the work that overlaps (packs parsed, reports read out of them, signatures verified on every thread).
   const work = { packParse: packStats.ms, readOut: readOutMs, verify: verifyStats.ms, verifiedOnMainThread: verifyStats.here };
   lap('chain+write', { reports: Object.keys(index.nodes).length, changed: changed.size, verified: changed.size + stale.length, work });
   return new Map(Object.entries(index.nodes).map(([node, r]) => [node, r.tip]));
+}
+
+/**
+ * Set the report of each node in `unchanged` from `views` (the index's second line); false when
+ * that line is damaged, and then each is read again from its kept text, or, without one, shown
+ * as not verified until a run with the server reachable fetches it again (its verdict is dropped).
+ */
+function readViews(files: IndexFiles, index: IndexFile, unchanged: string[], views: string, textOf: (node: string) => ReportTexts | undefined): boolean {
+  try {
+    const read = JSON.parse(views) as Record<string, ReportView | null>;
+    for (const node of unchanged) index.nodes[node]!.tip.report = read[node] ?? null;
+    return true;
+  } catch {
+    console.error(`note: the reports in ${files.index} could not be read; they are read again from the report texts`);
+  }
+  for (const node of unchanged) {
+    const tip = index.nodes[node]!.tip;
+    const kept = textOf(node);
+    const parsed = kept?.commit === tip.commit && kept.status ? parseReport(node, kept.status.toString('utf8')) : null;
+    if (parsed?.ok) tip.report = reportView(parsed.value);
+    else setVerdict(tip, '\0', { signature: 'missing', reason: 'the report index was damaged and this report is not in the checkout: run status again with the server reachable' });
+  }
+  return false;
 }
 
 /** What a verify thread needs of node.yaml: its generation and token keys. */

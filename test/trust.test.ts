@@ -375,6 +375,18 @@ describe('reports are a hash chain', () => {
     expect(JSON.parse(r.stdout).nodes[0]).toMatchObject({ node: 'web-1', sequence: 3, signature: 'valid' });
   });
 
+  it('a damaged line of reports in the index is read again from the report texts, and status says so', async () => {
+    const mesh = join(fleet.checkout, '.git/mesh');
+    const before = await row(fleet.checkout);
+    const [records] = readFileSync(join(mesh, 'reports.json'), 'utf8').split('\n');
+    writeFileSync(join(mesh, 'reports.json'), `${records}\n{"web-1": {"format": 1, \n`);
+    const r = await cli(fleet.checkout, 'status', '--json');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain('could not be read; they are read again from the report texts');
+    expect(JSON.parse(r.stdout).nodes[0]).toEqual(before);
+    expect(await row(fleet.checkout)).toEqual(before);
+  });
+
   it('an index written by an earlier mesh-cli (format 1, report texts inside it) is taken over, not rebuilt', async () => {
     const mesh = join(fleet.checkout, '.git/mesh');
     const before = await row(fleet.checkout);
