@@ -442,13 +442,16 @@ describe('bad input applies nothing', () => {
   });
 
   it.each([
-    ['the same identity twice', file('/etc/a') + '  - type: user\n    name: bob\n' + '  - type: user\n    name: bob\n', "base.yaml:7:5: user:bob is declared twice (first in nodes/bundle/base.yaml:5); each resource may be declared once"],
+    ['the same identity twice', file('/etc/a') + '  - type: user\n    name: bob\n' + '  - type: user\n    name: bob\n', "base.yaml:7:5: user:bob is declared twice (first in BUNDLE/base.yaml:5); each resource may be declared once"],
     ['a relative path', file('etc/a'), 'base.yaml:3:11: resources.0.path: must be an absolute path (start with /)'],
     ['a .. path', '  - type: symlink\n    path: /etc/../a\n    target: /b\n', "base.yaml:3:11: resources.0.path: must not contain '..'"],
     ['a restartOn path with ..', '  - type: service\n    name: x\n    restartOn: [/etc/../x]\n', "base.yaml:4:17: resources.0.restartOn.0: must not contain '..'"],
   ])('%s is rejected when the declaration is loaded', async (_name, resources, message) => {
     const body = await refused(resources);
     expect(body.resources).toEqual([]);
-    expect(body.errors.map((e) => `${e.file!.split('/').pop()}:${e.line}:${e.col}: ${e.message}`)).toContain(message);
+    // Each problem names the file as it is in the bundle folder, not the fleet path it stands for (nodes/<node>/).
+    for (const e of body.errors) expect(e.file).toMatch(/-bundle\/base\.yaml$/);
+    const place = (e: Body['errors'][number]) => `${e.file!.split('/').pop()}:${e.line}:${e.col}: ${e.message.replaceAll(e.file!.slice(0, e.file!.lastIndexOf('/')), 'BUNDLE')}`;
+    expect(body.errors.map(place)).toContain(message);
   });
 });

@@ -32,10 +32,18 @@ export async function applyBundle(bundle: string, ctx: ResourceContext): Promise
     const tree = withDeclarationCache(folderTree(dir, nodeDir(node)), join(paths.stateDir, 'bundle-cache.json'));
     const body = await applyDeclaration({ config: { node }, store, ctx }, tree, null);
     if (store.journaled()) store.save(); // fold this pass's records into the snapshot; a no-op pass writes nothing
-    return body;
+    // A problem is named by the file the person wrote (b/base.yaml), not the fleet path it stands for (nodes/<node>/base.yaml).
+    const asDir = nodeDir(node);
+    const named = (text: string) => text.replaceAll(`${asDir}/`, `${bundleFile(bundle, asDir, asDir)}/`);
+    return { ...body, errors: body.errors.map((e) => (e.file ? { ...e, file: bundleFile(bundle, asDir, e.file), message: named(e.message) } : e)) };
   } finally {
     release();
   }
+}
+
+/** Where `file` (a path in the fleet's tree, as the loader names it) is in the bundle folder as the person named it. */
+function bundleFile(bundle: string, asDir: string, file: string): string {
+  return join(bundle, file === asDir ? '.' : file.startsWith(asDir + '/') ? file.slice(asDir.length + 1) : file);
 }
 
 /** A TreeReader over a plain folder that stands for `nodes/<node>/` (roles under DIR/roles/). */
