@@ -1,12 +1,18 @@
 /**
- * Verifying many reports at once on worker threads, one per core. A report costs an ed25519
- * check (~0.14 ms on the 2-core machine, OpenSSL's own figure): at 10,000 nodes that is seconds
- * of CPU that status spreads over every core. The threads run verify-worker.ts, which the build
- * puts in mesh-cli.mjs as a string, and call the very `verifyClaims` that `verifyReport` (hosts,
- * enrolment) is made of, so no verdict depends on where it was made. Reports are handed over in chunks as the caller reads them out
- * of the fetched pack, so the threads verify while the rest is still being read; each thread
- * takes the next chunk when it is done with its last. Small runs, and a bundle that cannot
- * start workers, are verified in place.
+ * Verifying many reports at once on worker threads, one per spare core. A report costs an ed25519
+ * check (~0.12-0.15 ms on the 2-core machine): at 10,000 nodes that is seconds of CPU that status
+ * spreads over every core. The threads run verify-worker.ts, which the build puts in mesh-cli.mjs
+ * as a string, and call the very `verifyClaims` that `verifyReport` (hosts, enrolment) is made of,
+ * so no verdict depends on where it was made.
+ *
+ * Reports are handed over in chunks as the caller reads them out of the fetched pack, so the
+ * threads verify while the rest is still being read. Every chunk is posted to every thread at
+ * once, its texts in one SharedArrayBuffer (so posting it copies them once, not once a thread),
+ * with a claim word: whoever claims a chunk first verifies it, and the others skip it. A thread
+ * therefore never waits for the caller to hand it the next chunk (the caller's thread is busy
+ * reading packs and writing files for up to a few hundred ms at a time), and the caller, once it
+ * has nothing else to do, claims chunks from the back of the queue while the threads take them
+ * from the front. Small runs, and a bundle that cannot start workers, are verified in place.
  */
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
@@ -24,32 +30,37 @@ export interface VerifyJob {
 }
 
 /**
- * What the pool posts to a thread: the vouches already checked (first), then chunks of jobs.
- * A chunk's texts are copied into one buffer that is handed over, not cloned: the reports read
- * out of a pack are views of megabyte slabs, which a clone would copy whole.
+ * What the pool posts to a thread: the vouches already checked (first), then chunks of jobs, each
+ * with its claim word (an Int32Array of one element on shared memory: 0 while nobody has it).
  */
-export type VerifyMessage = { vouched: string[] } | { id: number; jobs: VerifyJob[] };
+export type VerifyMessage = { vouched: string[] } | { id: number; jobs: VerifyJob[]; claim: Int32Array };
 
-/** `jobs` with their texts moved into one new buffer, and that buffer (to transfer). */
-function packed(jobs: VerifyJob[]): { jobs: VerifyJob[]; buffer: ArrayBuffer } {
-  let size = 0;
-  for (const j of jobs) size += j.status.byteLength + (j.sig?.byteLength ?? 0);
-  const buffer = new ArrayBuffer(size);
-  const bytes = new Uint8Array(buffer);
-  let at = 0;
-  const copy = (b: Uint8Array) => {
-    bytes.set(b, at);
-    return bytes.subarray(at, (at += b.byteLength));
-  };
-  return { jobs: jobs.map((j) => ({ ...j, status: copy(j.status), sig: j.sig && copy(j.sig) })), buffer };
-}
-
-/** A thread's answer to a chunk: verdicts in order, the vouches it checked, and the time it took. */
+/** A thread's answer to a chunk it claimed: verdicts in order, the vouches it checked, and the time it took. */
 export interface VerifyAnswer {
   id: number;
   results: Verdict[];
   vouched: string[];
   ms: number;
+}
+
+/** Whose a chunk is, in its claim word. */
+export const CLAIMED_BY_THREAD = 1;
+const CLAIMED_HERE = 2;
+
+/**
+ * `jobs` with their texts copied into one SharedArrayBuffer: the reports read out of a pack are
+ * views of megabyte slabs, which posting would copy whole, once per thread.
+ */
+function shared(jobs: VerifyJob[]): VerifyJob[] {
+  let size = 0;
+  for (const j of jobs) size += j.status.byteLength + (j.sig?.byteLength ?? 0);
+  const bytes = new Uint8Array(new SharedArrayBuffer(size));
+  let at = 0;
+  const copy = (b: Uint8Array) => {
+    bytes.set(b, at);
+    return bytes.subarray(at, (at += b.byteLength));
+  };
+  return jobs.map((j) => ({ ...j, status: copy(j.status), sig: j.sig && copy(j.sig) }));
 }
 
 /** Time spent verifying, summed over every thread (MESH_TIMINGS prints it), and how many reports the calling thread verified itself. */
@@ -88,12 +99,19 @@ export interface VerifyPool {
   close(): void;
 }
 
+interface Chunk {
+  jobs: VerifyJob[];
+  claim: Int32Array;
+  resolve: (r: Verdict[]) => void;
+  reject: (e: Error) => void;
+}
+
 /** A pool for about `expected` reports, with the vouches already checked in `memo` (which it adds to). */
 export function verifyPool(expected: number, memo: VouchMemo): VerifyPool {
   const wanted = WORKER_SOURCE !== null && expected >= WORKER_THRESHOLD && (availableParallelism() >= 2 || FORCED !== null);
   let workers: Worker[] = [];
   try {
-    // One core is the caller's: it reads the reports out of the packs, then drains what is left.
+    // One core is the caller's: it reads the reports out of the packs, then verifies what is left.
     if (wanted) workers = Array.from({ length: THREADS ?? Math.max(1, Math.min(availableParallelism() - 1, 8)) }, () => new Worker(WORKER_SOURCE!, { eval: true }));
   } catch (e) {
     if (FORCED !== null) throw e;
@@ -102,39 +120,34 @@ export function verifyPool(expected: number, memo: VouchMemo): VerifyPool {
 
   const known = [...memo];
   for (const w of workers) w.postMessage({ vouched: known } satisfies VerifyMessage);
-  const queue: Array<{ id: number; jobs: VerifyJob[] }> = [];
-  const pending = new Map<number, { jobs: VerifyJob[]; resolve: (r: Verdict[]) => void; reject: (e: Error) => void }>();
-  const idle = [...workers, ...workers];
+  /** Chunks not answered yet, by id (in the order they were posted). */
+  const pending = new Map<number, Chunk>();
   let next = 0;
   let failed: Error | null = null;
 
-  // Each thread has up to two chunks posted, so that it starts the next while its answer to the last is on its way.
-  const pump = () => {
-    while (idle.length > 0 && queue.length > 0) {
-      const { id, jobs } = queue.shift()!;
-      const { jobs: moved, buffer } = packed(jobs);
-      idle.shift()!.postMessage({ id, jobs: moved } satisfies VerifyMessage, [buffer]);
-    }
+  /** Verify chunk `id` here if no thread has claimed it; false when one has. */
+  const claimHere = (id: number, chunk: Chunk): boolean => {
+    if (Atomics.compareExchange(chunk.claim, 0, 0, CLAIMED_HERE) !== 0) return false;
+    pending.delete(id);
+    chunk.resolve(verifyAll(chunk.jobs, memo).results);
+    return true;
   };
   const fail = (e: unknown) => {
     failed ??= e instanceof Error ? e : new Error(`a verify worker exited with ${String(e)}`);
-    for (const [id, p] of pending) {
+    for (const [id, chunk] of pending) {
       pending.delete(id);
       // Without workers the reports are still verified, in place, unless a test forced the pool.
-      if (FORCED !== null) p.reject(failed);
-      else p.resolve(verifyAll(p.jobs, memo).results);
+      if (FORCED !== null) chunk.reject(failed);
+      else chunk.resolve(verifyAll(chunk.jobs, memo).results);
     }
-    queue.length = 0;
   };
   for (const w of workers) {
     w.on('message', (a: VerifyAnswer) => {
       verifyStats.ms += a.ms;
       for (const v of a.vouched) memo.add(v);
-      const p = pending.get(a.id);
+      const chunk = pending.get(a.id);
       pending.delete(a.id);
-      p?.resolve(a.results);
-      idle.push(w);
-      pump();
+      chunk?.resolve(a.results);
     });
     w.once('error', fail);
     w.once('exit', (code) => (pending.size > 0 ? fail(code) : undefined));
@@ -145,18 +158,17 @@ export function verifyPool(expected: number, memo: VouchMemo): VerifyPool {
       if (failed) return FORCED !== null ? Promise.reject(failed) : Promise.resolve(verifyAll(jobs, memo).results);
       return new Promise((resolve, reject) => {
         const id = next++;
-        pending.set(id, { jobs, resolve, reject });
-        queue.push({ id, jobs });
-        pump();
+        const claim = new Int32Array(new SharedArrayBuffer(4));
+        pending.set(id, { jobs, claim, resolve, reject });
+        const message = { id, jobs: shared(jobs), claim } satisfies VerifyMessage;
+        for (const w of workers) w.postMessage(message);
       });
     },
     async drain() {
-      // A chunk at a time, with the threads' answers (and the next chunks they are given) in between.
-      for (let chunk = queue.shift(); chunk; chunk = queue.shift()) {
-        const p = pending.get(chunk.id)!;
-        pending.delete(chunk.id);
-        p.resolve(verifyAll(chunk.jobs, memo).results);
-        await new Promise(setImmediate);
+      // From the newest chunk back (the threads take the oldest first), with the threads' answers in between.
+      const unclaimed = () => [...pending].reverse().find(([, chunk]) => Atomics.load(chunk.claim, 0) === 0);
+      for (let open = unclaimed(); open; open = unclaimed()) {
+        if (claimHere(...open)) await new Promise(setImmediate);
       }
     },
     close: () => {

@@ -3,10 +3,11 @@
  * this file on its own, with only the signature code (agent/verify-claims.ts), and puts it in
  * mesh-cli.mjs as a string that the pool starts each thread from: a thread that loaded all of
  * mesh-cli (zod schemas, YAML, commander) spent ~0.1 s of CPU doing so.
+ * Every chunk is posted to every thread; a thread verifies only the chunks it claims first.
  */
 import { parentPort } from 'node:worker_threads';
 import { verifyClaims, type VouchMemo } from '../agent/verify-claims.js';
-import type { VerifyMessage, VerifyAnswer } from './verify-pool.js';
+import { CLAIMED_BY_THREAD, type VerifyMessage, type VerifyAnswer } from './verify-pool.js';
 
 const memo: VouchMemo = new Set();
 parentPort!.on('message', (m: VerifyMessage) => {
@@ -14,6 +15,7 @@ parentPort!.on('message', (m: VerifyMessage) => {
     for (const v of m.vouched) memo.add(v);
     return;
   }
+  if (Atomics.compareExchange(m.claim, 0, 0, CLAIMED_BY_THREAD) !== 0) return; // another thread, or the caller, has it
   const started = performance.now();
   const before = memo.size;
   const results = m.jobs.map((j) => verifyClaims(j.node, j.status, j.sig, j.claims, j.identity, memo));
