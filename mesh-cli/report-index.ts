@@ -10,7 +10,7 @@
  * for a replaced heartbeat, that tip's parent needs a second fetch (upload-pack.ts).
  * A report is verified once per (report commit, node.yaml blob): both are immutable.
  */
-import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, join } from 'node:path';
 import { parse } from 'yaml';
@@ -109,11 +109,16 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
   const mainThere = network && `refs/heads/${network.mainBranch}`;
   // The report tips are listed, and this checkout's main read, while the index is read (from
   // disk without holding this thread, so that the ls-refs request is out before it is parsed).
-  const asked = network && openRemote(fleet.dir).then(async (remote) => ({ remote, listed: await remote.lsRefs([REPORT_PREFIX, mainThere!]) }));
+  const asked = network && openRemote(fleet.dir).then(async (remote) => ({ remote, listed: await remote.lsRefs([REPORT_PREFIX, mainThere!]).finally(() => lap.mark('ls-refs answer')) }));
   asked?.catch(() => undefined);
   const mainHere = network && fleet.git.raw(['rev-parse', '--verify', '--quiet', mainRef]).then((out) => out.trim(), () => '');
+  // Where node.yaml lies on main, as this checkout has it: used unless origin's main moved.
+  const nodeFiles = () => fleet.git.raw(['ls-tree', '-r', mainRef, '--', 'nodes/']).catch(() => '');
+  const filesHere = network && nodeFiles();
   const files = await indexFiles(fleet);
-  const { index, texts: migrated, views, upgraded } = await readIndex(files);
+  lap.mark('index files');
+  const { index, texts: migrated, views, upgraded, identities: identitiesText } = await readIndex(files);
+  lap.mark('index read');
   // The texts kept from earlier runs are read only when needed: to verify an unchanged report again, or to carry it over.
   let keptTexts = migrated;
   const texts = new Map<string, ReportTexts>();
@@ -133,9 +138,26 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
   let idsReady: Promise<{ ids: Map<string, string>; listed: boolean }> | undefined;
   let verify: VerifyPool | null = null;
   let readOutMs = 0;
+  /**
+   * Each node's record as the index keeps it (JSON), made once its verdict and chain are final: as
+   * each chunk's verdicts come in (while the threads verify the next), except for a node whose
+   * chain needs the commits between its old and new tip, which waits for that fetch.
+   */
+  const recorded = new Map<string, string>();
+  const gapped = new Set<string>();
+  let gapsFetched = false;
+  const record = (node: string) => {
+    const state = index.nodes[node]!;
+    if (changed.has(node)) state.tip.chain = chainStep(changed.get(node)?.tip, state, (oid) => linkOf(objects, oid));
+    recorded.set(node, recordJson(state));
+  };
   /** Hand `jobs` to the threads; each verdict is recorded against the node.yaml blob it was made with. */
   const submit = (jobs: Array<VerifyJob & { blob: string }>) => {
-    verdicts.push(verify!.verify(jobs).then((results) => jobs.forEach((j, i) => setVerdict(index.nodes[j.node]!.tip, j.blob, results[i]!))));
+    lap.mark('first chunk');
+    verdicts.push(verify!.verify(jobs).then((results) => jobs.forEach((j, i) => {
+      setVerdict(index.nodes[j.node]!.tip, j.blob, results[i]!);
+      if (gapsFetched || !gapped.has(j.node)) record(j.node);
+    })));
   };
   if (network) {
     const answer = await asked!;
@@ -143,14 +165,17 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
     const listed = answer.listed;
     lap('ls-refs');
     // main is fetched (in parallel with the reports) only when it moved.
-    if (listed.get(mainThere!) !== (await mainHere)) mainFetched = network.fetchMain();
+    const moved = listed.get(mainThere!) !== (await mainHere);
+    if (moved) mainFetched = network.fetchMain();
     if (network.onMain) mainFetched.then(network.onMain, () => undefined);
     const tips = new Map([...listed].filter(([ref]) => ref.startsWith(REPORT_PREFIX)).map(([ref, oid]) => [ref.slice(REPORT_PREFIX.length), oid]));
     for (const node of Object.keys(index.nodes)) if (!tips.has(node)) removed.push(node);
     for (const node of removed) delete index.nodes[node];
     const fresh = [...tips].filter(([node, oid]) => index.nodes[node]?.tip.commit !== oid);
     verify = pool(fresh.length, vouched); // the threads load while the packs are on their way
-    const ids = (idsReady = mainFetched.then(() => identityBlobs(fleet, mainRef, index)));
+    // node.yaml is read once the first fetches are out (setImmediate), while their packs are on the way.
+    const listing = moved ? mainFetched.then(nodeFiles) : filesHere!;
+    const ids = (idsReady = new Promise(setImmediate).then(() => identityBlobs(listing, fleet, index, identitiesText)).finally(() => lap.mark('ids')));
     ids.catch(() => undefined);
     const batches = [
       ...batchesOf(fresh.filter(([node]) => index.nodes[node]), 1, FIRST_BATCH),
@@ -169,6 +194,8 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
         const report = parsed?.ok ? parsed.value : null;
         const tip: TipRecord = { ...seen, link: text === null ? null : linkFromText(text, report), parentLink: null, identity: '\0', verdict: { signature: 'missing' }, report: report && reportView(report), chain: 'ok' };
         index.nodes[node] = { maxSequence: prev?.maxSequence ?? 0, forked: prev?.forked ?? [], tip };
+        // A parent that is neither the tip seen before nor (for a replaced heartbeat) its parent: what lies between is fetched after.
+        if (prev && tip.parent !== null && tip.parent !== prev.tip.commit && !(prev.tip.heartbeat && tip.parent === prev.tip.parent)) gapped.add(node);
         texts.set(node, { commit: oid, status, sig });
         const job = judge(tip, node, { status, sig }, parsed, ids.get(node) ?? '', index);
         if (job) jobs.push(job);
@@ -180,48 +207,48 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
     // A few fetches at a time, each read and handed to the verify threads as soon as it is in.
     await inParallel(batches, FETCHES, async ({ tips, deepen }) => {
       const got = await remote!.fetchObjects({ wants: tips.map(([, oid]) => oid), deepen });
+      lap.mark('first pack');
       // The tips' parents are needed after this only for nodes seen the first time (their order).
       if (deepen > 1) for (const [oid, o] of got) objects.set(oid, o);
       take(tips, got, await ids);
     });
     lap('fetch+parse');
-    // A parent that is neither the tip seen before nor (for a replaced heartbeat) its parent: ask for what lies between.
-    const gaps = [...changed].filter(([node, prev]) => {
-      const parent = index.nodes[node]!.tip.parent;
-      return prev && parent !== null && parent !== prev.tip.commit && !(prev.tip.heartbeat && parent === prev.tip.parent);
-    });
+    const gaps = [...changed].filter(([node]) => gapped.has(node));
     if (gaps.length) {
       const got = await remote.fetchObjects({ wants: gaps.map(([node]) => index.nodes[node]!.tip.commit), haves: gaps.map(([, prev]) => prev!.tip.commit) });
       for (const [oid, o] of got) objects.set(oid, o);
     }
     lap('gaps');
   }
-  const { ids, listed } = await (idsReady ??= mainFetched.then(() => identityBlobs(fleet, mainRef, index)));
+  const { ids, listed } = await (idsReady ??= identityBlobs(nodeFiles(), fleet, index, identitiesText));
   // Reports fetched before whose node.yaml changed since they were verified are verified again, from their kept text.
   const stale = Object.entries(index.nodes).filter(([node, r]) => !changed.has(node) && r.tip.identity !== (ids.get(node) ?? ''));
   if (stale.length) await reverify(stale, { ids, index, textOf, setText: (node, t) => texts.set(node, t), remote, submit: (jobs) => (verify ??= pool(jobs.length, vouched), submit(jobs)) });
   // The texts do not depend on the verdicts: they are written while the threads verify. (Each is
   // kept with its commit, so texts newer than an index that was not written are not mistaken for its.)
   const dirty = changed.size + removed.length + stale.length > 0 || migrated !== undefined;
-  if (dirty) {
-    writeTexts(files.texts, new Map(Object.keys(index.nodes).flatMap((node) => {
+  const textsWritten = dirty
+    ? writeTexts(files.texts, new Map(Object.keys(index.nodes).flatMap((node) => {
       const t = textOf(node);
       return t ? [[node, t] as const] : [];
-    })));
-  }
+    })))
+    : null;
+  textsWritten?.catch(() => undefined); // awaited below
+  // The reports that did not change are read from the index as it was (when every report changed,
+  // they never are), and the line of reports is made, while the threads verify.
+  const unchanged = Object.keys(index.nodes).filter((node) => !changed.has(node));
+  const damaged = views !== undefined && unchanged.length > 0 && !readViews(files, index, unchanged, views, textOf);
+  const reports = changed.size + removed.length === 0 && !damaged && views ? views : reportsLine(index);
+  gapsFetched = true;
+  lap.mark('drain');
   await verify?.drain();
   await Promise.all(verdicts);
   lap('verify');
-  for (const [node, prev] of changed) {
-    const record = index.nodes[node]!;
-    record.tip.chain = chainStep(prev?.tip, record, (oid) => linkOf(objects, oid));
-  }
-  // The reports that did not change are read now, from the index as it was (when every report changed, they never are).
-  const unchanged = Object.keys(index.nodes).filter((node) => !changed.has(node));
-  const damaged = views !== undefined && unchanged.length > 0 && !readViews(files, index, unchanged, views, textOf);
+  for (const node of Object.keys(index.nodes)) if (!recorded.has(node)) record(node);
+  await textsWritten;
   const indexDirty = dirty || vouched.size !== index.vouched.length || listed || upgraded || damaged;
   index.vouched = [...vouched];
-  if (indexDirty) writeIndex(files, index, { identities: listed || upgraded, views: changed.size + removed.length === 0 && !damaged ? views : undefined });
+  if (indexDirty) writeIndex(files, index, { identities: listed || upgraded, records: recorded, reports });
   // Besides the wall time of each phase: CPU time of the work that overlaps (packs parsed, reports read out of them, signatures verified on every thread).
   const work = { packParse: packStats.ms, readOut: readOutMs, verify: verifyStats.ms, verifiedOnMainThread: verifyStats.here };
   lap('chain+write', { reports: Object.keys(index.nodes).length, changed: changed.size, verified: changed.size + stale.length, work });
@@ -233,9 +260,9 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
  * that line is damaged, and then each is read again from its kept text, or, without one, shown
  * as not verified until a run with the server reachable fetches it again (its verdict is dropped).
  */
-function readViews(files: IndexFiles, index: IndexFile, unchanged: string[], views: string, textOf: (node: string) => ReportTexts | undefined): boolean {
+function readViews(files: IndexFiles, index: IndexFile, unchanged: string[], views: Buffer, textOf: (node: string) => ReportTexts | undefined): boolean {
   try {
-    const read = JSON.parse(views) as Record<string, ReportView | null>;
+    const read = JSON.parse(views.toString('utf8')) as Record<string, ReportView | null>;
     for (const node of unchanged) index.nodes[node]!.tip.report = read[node] ?? null;
     return true;
   } catch {
@@ -318,25 +345,33 @@ async function reverify(
 
 /**
  * With MESH_TIMINGS set, the phases of a refresh (ms of wall time each) as one JSON line on
- * stderr: `npm run bench:fleet` reads it to split status into fetch / parse / verify.
+ * stderr: `npm run bench:fleet` reads it to split status into fetch / parse / verify. `at` is
+ * when each phase ended, in ms since the process started (`mark` adds moments inside a phase).
  */
-function timer(): (phase: string, extra?: object) => void {
-  if (!process.env.MESH_TIMINGS) return () => undefined;
+function timer(): ((phase: string, extra?: object) => void) & { mark(name: string): void } {
+  if (!process.env.MESH_TIMINGS) return Object.assign(() => undefined, { mark: () => undefined });
   const phases: Record<string, number> = {};
+  const at: Record<string, number> = {};
   let last = performance.now();
-  return (phase, extra) => {
+  const lap = (phase: string, extra?: object) => {
     const now = performance.now();
     phases[phase] = (phases[phase] ?? 0) + now - last;
+    at[phase] = Math.round(now);
     last = now;
-    if (extra) process.stderr.write(`mesh-timings ${JSON.stringify({ phases, ...extra })}\n`);
+    if (extra) process.stderr.write(`mesh-timings ${JSON.stringify({ phases, at, ...extra })}\n`);
   };
+  return Object.assign(lap, { mark: (name: string) => void (at[name] ??= Math.round(performance.now())) });
 }
 
-/** node → blob id of nodes/<node>/node.yaml on main, each blob parsed once into the index (listed: the index's identities changed). */
-async function identityBlobs(fleet: Fleet, mainRef: string, index: IndexFile): Promise<{ ids: Map<string, string>; listed: boolean }> {
-  const listing = await fleet.git.raw(['ls-tree', '-r', mainRef, '--', 'nodes/']).catch(() => '');
+/**
+ * node → blob id of nodes/<node>/node.yaml on main (`listing`: `git ls-tree -r` of nodes/), each
+ * blob parsed once into the index, whose parsed node.yaml files are first read from `kept` (the
+ * text of identities.json) when given (listed: the index's identities changed).
+ */
+async function identityBlobs(listing: Promise<string>, fleet: Fleet, index: IndexFile, kept: string | undefined): Promise<{ ids: Map<string, string>; listed: boolean }> {
+  if (kept !== undefined) index.identities = parseIdentities(kept);
   const ids = new Map<string, string>();
-  for (const line of listing.split('\n')) {
+  for (const line of (await listing).split('\n')) {
     const m = /^\d+ blob ([0-9a-f]+)\tnodes\/([^/]+)\/node\.yaml$/.exec(line);
     if (m) ids.set(m[2]!, m[1]!);
   }
@@ -366,7 +401,9 @@ interface IndexFiles {
 }
 
 async function indexFiles(fleet: Fleet): Promise<IndexFiles> {
-  const path = (await fleet.git.raw(['rev-parse', '--git-path', 'mesh'])).trim();
+  // A checkout whose .git is a folder keeps it in .git/mesh; otherwise (a worktree, GIT_DIR) git says where.
+  const plain = !process.env.GIT_DIR && !process.env.GIT_COMMON_DIR && statSync(join(fleet.dir, '.git'), { throwIfNoEntry: false })?.isDirectory();
+  const path = plain ? join(fleet.dir, '.git', 'mesh') : (await fleet.git.raw(['rev-parse', '--git-path', 'mesh'])).trim();
   const dir = isAbsolute(path) ? path : join(fleet.dir, path);
   return { index: join(dir, 'reports.json'), identities: join(dir, 'identities.json'), texts: join(dir, 'report-texts.bin') };
 }
@@ -378,7 +415,9 @@ async function indexFiles(fleet: Fleet): Promise<IndexFiles> {
  */
 interface ReadIndex {
   index: IndexFile;
-  views?: string;
+  views?: Buffer;
+  /** identities.json as read, parsed into `index.identities` by identityBlobs (after the first fetch is out). */
+  identities?: string;
   upgraded: boolean;
   texts?: Map<string, ReportTexts>;
 }
@@ -391,17 +430,20 @@ interface ReadIndex {
  */
 async function readIndex(files: IndexFiles): Promise<ReadIndex> {
   const empty = (): ReadIndex => ({ index: { format: 3, nodes: {}, identities: {}, vouched: [] }, upgraded: false });
-  const [text, identities] = await Promise.all([readFile(files.index, 'utf8').catch(() => null), readFile(files.identities, 'utf8').catch(() => '')]);
-  if (text === null && !existsSync(files.index)) return empty();
+  const [bytes, identities] = await Promise.all([readFile(files.index).catch(() => null), readFile(files.identities, 'utf8').catch(() => '')]);
+  if (bytes === null && !existsSync(files.index)) return empty();
   try {
-    const line = (text ?? '').indexOf('\n');
-    const index = JSON.parse(line < 0 ? text ?? '' : text!.slice(0, line)) as Omit<IndexFile, 'identities' | 'format'> & { format: 2 | 3 } | IndexV1;
+    // Only the first line is decoded here: the reports stay bytes until they are needed.
+    const line = bytes ? bytes.indexOf(10) : -1;
+    const index = JSON.parse(bytes ? bytes.toString('utf8', 0, line < 0 ? bytes.length : line) : '') as Omit<IndexFile, 'identities' | 'format'> & { format: 2 | 3 } | IndexV1;
     if (index.nodes && Array.isArray(index.vouched)) {
       if (index.format === 3 && line >= 0) {
         for (const record of Object.values(index.nodes)) record.tip.report = null;
-        return { index: { ...index, format: 3, identities: parseIdentities(identities) }, views: text!.slice(line + 1).trimEnd(), upgraded: false };
+        let end = bytes!.length;
+        while (end > line + 1 && (bytes![end - 1] === 10 || bytes![end - 1] === 13 || bytes![end - 1] === 32)) end--;
+        return { index: { ...index, format: 3, identities: {} }, identities, views: bytes!.subarray(line + 1, end), upgraded: false };
       }
-      if (index.format === 2) return { index: { ...index, format: 3, identities: parseIdentities(identities) }, upgraded: true };
+      if (index.format === 2) return { index: { ...index, format: 3, identities: {} }, identities, upgraded: true };
       if (index.format === 1 && index.identities) return { ...fromV1(index), upgraded: true };
     }
   } catch {
@@ -440,22 +482,30 @@ function fromV1(v1: IndexV1): { index: IndexFile; texts: Map<string, ReportTexts
   return { index: { ...v1, format: 3, nodes }, texts };
 }
 
+/** A node's record as the first line of the index keeps it: without its report. */
+function recordJson({ tip: { report: _report, ...tip }, ...record }: NodeRecord): string {
+  return JSON.stringify({ ...record, tip });
+}
+
+/** The index's second line: node → report. */
+function reportsLine(index: IndexFile): string {
+  const reports: Record<string, ReportView | null> = {};
+  for (const [node, { tip }] of Object.entries(index.nodes)) reports[node] = tip.report;
+  return JSON.stringify(reports);
+}
+
 /**
- * Write the index (format 3, see readIndex), the reports as `views` when it is given (they did not
- * change); and the parsed node.yaml files when `identities` (they change only when main's do).
+ * Write the index (format 3, see readIndex) from each node's record as JSON (`records`) and the
+ * line of reports; and the parsed node.yaml files when `identities` (they change only when main's do).
  */
-function writeIndex(files: IndexFiles, index: IndexFile, opts: { identities: boolean; views: string | undefined }): void {
+function writeIndex(files: IndexFiles, index: IndexFile, opts: { identities: boolean; records: Map<string, string>; reports: string | Buffer }): void {
   mkdirSync(dirname(files.index), { recursive: true });
-  const put = (file: string, text: string) => {
+  const put = (file: string, text: string | Uint8Array) => {
     writeFileSync(`${file}.tmp`, text);
     renameSync(`${file}.tmp`, file);
   };
   if (opts.identities) put(files.identities, JSON.stringify({ identities: index.identities }));
-  const records: Record<string, Omit<NodeRecord, 'tip'> & { tip: Omit<TipRecord, 'report'> }> = {};
-  const reports: Record<string, ReportView | null> = {};
-  for (const [node, { tip: { report, ...tip }, ...record }] of Object.entries(index.nodes)) {
-    records[node] = { ...record, tip };
-    reports[node] = report;
-  }
-  put(files.index, `${JSON.stringify({ format: index.format, vouched: index.vouched, nodes: records })}\n${opts.views ?? JSON.stringify(reports)}\n`);
+  const nodes = Object.keys(index.nodes).map((node) => `${JSON.stringify(node)}:${opts.records.get(node)!}`);
+  const head = `{"format":${index.format},"vouched":${JSON.stringify(index.vouched)},"nodes":{${nodes.join(',')}}}\n`;
+  put(files.index, typeof opts.reports === 'string' ? `${head}${opts.reports}\n` : Buffer.concat([Buffer.from(head), opts.reports, Buffer.from('\n')]));
 }

@@ -7,7 +7,8 @@
  * index slow: per report four length-prefixed fields (node, commit, status, signature), a
  * length of 0xffffffff standing for "none".
  */
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdir, open, rename } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
 /** A report commit's texts, as bytes (decoded only when used). */
@@ -47,22 +48,35 @@ export function readTexts(file: string): Map<string, ReportTexts> {
   return texts;
 }
 
-/** Replace the file with `texts`. */
-export function writeTexts(file: string, texts: Map<string, ReportTexts>): void {
-  const parts: Buffer[] = [MAGIC];
-  const put = (b: Buffer | null) => {
-    const len = Buffer.alloc(4);
-    len.writeUInt32BE(b === null ? NONE : b.length);
-    parts.push(len);
-    if (b) parts.push(b);
-  };
+/**
+ * Replace the file with `texts`. The texts are written from where they lie (views of the fetched
+ * packs), with one small buffer of lengths, node and commit before each, by the thread pool: at
+ * 10,000 reports that is 17 MB, whose copying would otherwise hold the calling thread ~0.1 s.
+ */
+export async function writeTexts(file: string, texts: Map<string, ReportTexts>): Promise<void> {
+  const parts: Uint8Array[] = [MAGIC];
+  const length = (b: Uint8Array | null) => (b === null ? NONE : b.length);
   for (const [node, t] of texts) {
-    put(Buffer.from(node, 'utf8'));
-    put(Buffer.from(t.commit, 'latin1'));
-    put(t.status);
-    put(t.sig);
+    const name = Buffer.from(node, 'utf8');
+    const head = Buffer.allocUnsafe(12 + name.length + t.commit.length);
+    let at = head.writeUInt32BE(name.length, 0);
+    at += name.copy(head, at);
+    at = head.writeUInt32BE(t.commit.length, at);
+    at += head.write(t.commit, at, 'latin1');
+    head.writeUInt32BE(length(t.status), at);
+    parts.push(head);
+    if (t.status) parts.push(t.status);
+    const tail = Buffer.allocUnsafe(4);
+    tail.writeUInt32BE(length(t.sig));
+    parts.push(tail);
+    if (t.sig) parts.push(t.sig);
   }
-  mkdirSync(dirname(file), { recursive: true });
-  writeFileSync(`${file}.tmp`, Buffer.concat(parts));
-  renameSync(`${file}.tmp`, file);
+  await mkdir(dirname(file), { recursive: true });
+  const out = await open(`${file}.tmp`, 'w');
+  try {
+    await out.writev(parts);
+  } finally {
+    await out.close();
+  }
+  await rename(`${file}.tmp`, file);
 }
