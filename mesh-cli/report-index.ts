@@ -45,7 +45,7 @@ interface NodeRecord {
 }
 
 interface IndexFile {
-  format: 3;
+  format: 4;
   nodes: Record<string, NodeRecord>;
   /** Parsed node.yaml by blob id (null: it does not parse). */
   identities: Record<string, NodeIdentity | null>;
@@ -117,16 +117,22 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
   const filesHere = network && nodeFiles();
   const files = await indexFiles(fleet);
   lap.mark('index files');
-  const { index, texts: migrated, views, upgraded, identities: identitiesText } = await readIndex(files);
+  const { index, seen, records, texts: migrated, views, upgraded, identities: identitiesText } = await readIndex(files);
   lap.mark('index read');
+  // Each node's record is read once the first fetches are out (they need only `seen`); everything after the fetches needs them.
+  let recordsRead: Promise<void> | null = null;
+  const readRecords = () => (recordsRead ??= Promise.resolve().then(() => {
+    Object.assign(index.nodes, records());
+    for (const node of removed) delete index.nodes[node];
+    lap.mark('records read');
+  }));
   // The texts kept from earlier runs are read only when needed: to verify an unchanged report again, or to carry it over.
   let keptTexts = migrated;
   const texts = new Map<string, ReportTexts>();
   const textOf = (node: string) => texts.get(node) ?? (keptTexts ??= readTexts(files.texts)).get(node);
   const vouched: VouchMemo = new Set(index.vouched);
   // A fleet this big has most of its reports changed whenever status runs at heartbeat pace: start the threads now.
-  const nodeCount = Object.keys(index.nodes).length;
-  if (network && nodeCount > 0) pool(nodeCount, vouched);
+  if (network && seen.size > 0) pool(seen.size, vouched);
   lap('read');
   let mainFetched: Promise<unknown> = Promise.resolve();
   const changed = new Map<string, NodeRecord | undefined>();
@@ -169,18 +175,17 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
     if (moved) mainFetched = network.fetchMain();
     if (network.onMain) mainFetched.then(network.onMain, () => undefined);
     const tips = new Map([...listed].filter(([ref]) => ref.startsWith(REPORT_PREFIX)).map(([ref, oid]) => [ref.slice(REPORT_PREFIX.length), oid]));
-    for (const node of Object.keys(index.nodes)) if (!tips.has(node)) removed.push(node);
-    for (const node of removed) delete index.nodes[node];
-    const fresh = [...tips].filter(([node, oid]) => index.nodes[node]?.tip.commit !== oid);
+    for (const node of seen.keys()) if (!tips.has(node)) removed.push(node);
+    const fresh = [...tips].filter(([node, oid]) => seen.get(node) !== oid);
     verify = pool(fresh.length, vouched); // the threads load while the packs are on their way
     // node.yaml is read once the first fetches are out (setImmediate), while their packs are on the way.
     const listing = moved ? mainFetched.then(nodeFiles) : filesHere!;
     const ids = (idsReady = new Promise(setImmediate).then(() => identityBlobs(listing, fleet, index, identitiesText)).finally(() => lap.mark('ids')));
     ids.catch(() => undefined);
     const batches = [
-      ...batchesOf(fresh.filter(([node]) => index.nodes[node]), 1, FIRST_BATCH),
+      ...batchesOf(fresh.filter(([node]) => seen.has(node)), 1, FIRST_BATCH),
       // two deep for a node seen the first time, so that its order can be checked
-      ...batchesOf(fresh.filter(([node]) => !index.nodes[node]), 2),
+      ...batchesOf(fresh.filter(([node]) => !seen.has(node)), 2),
     ];
     const take = (tips: Array<[string, string]>, got: Map<string, GitObject>, { ids }: { ids: Map<string, string> }) => {
       const started = performance.now();
@@ -205,13 +210,17 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
       readOutMs += performance.now() - started;
     };
     // A few fetches at a time, each read and handed to the verify threads as soon as it is in.
-    await inParallel(batches, FETCHES, async ({ tips, deepen }) => {
+    const fetched = inParallel(batches, FETCHES, async ({ tips, deepen }) => {
       const got = await remote!.fetchObjects({ wants: tips.map(([, oid]) => oid), deepen });
       lap.mark('first pack');
       // The tips' parents are needed after this only for nodes seen the first time (their order).
       if (deepen > 1) for (const [oid, o] of got) objects.set(oid, o);
+      await readRecords();
       take(tips, got, await ids);
     });
+    await new Promise(setImmediate); // the first requests are out
+    await readRecords();
+    await fetched;
     lap('fetch+parse');
     const gaps = [...changed].filter(([node]) => gapped.has(node));
     if (gaps.length) {
@@ -220,6 +229,7 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
     }
     lap('gaps');
   }
+  await readRecords();
   const { ids, listed } = await (idsReady ??= identityBlobs(nodeFiles(), fleet, index, identitiesText));
   // Reports fetched before whose node.yaml changed since they were verified are verified again, from their kept text.
   const stale = Object.entries(index.nodes).filter(([node, r]) => !changed.has(node) && r.tip.identity !== (ids.get(node) ?? ''));
@@ -409,12 +419,15 @@ async function indexFiles(fleet: Fleet): Promise<IndexFiles> {
 }
 
 /**
- * What readIndex read: the index, with each node's report (`tip.report`) still unread in `views`
- * (the JSON text of node → report), and `upgraded` when it was written by an earlier mesh-cli
- * (format 1 also brings the report texts, which it kept inside the index).
+ * What readIndex read: the index without its records (`index.nodes` is empty), the tip each
+ * node had (`seen`), its records when asked for (`records()`: parsed then), each node's report
+ * still unread in `views` (the JSON of node → report), and `upgraded` when it was written by an
+ * earlier mesh-cli (format 1 also brings the report texts, which it kept inside the index).
  */
 interface ReadIndex {
   index: IndexFile;
+  seen: Map<string, string>;
+  records: () => Record<string, NodeRecord>;
   views?: Buffer;
   /** identities.json as read, parsed into `index.identities` by identityBlobs (after the first fetch is out). */
   identities?: string;
@@ -423,28 +436,42 @@ interface ReadIndex {
 }
 
 /**
- * The index. Format 3 is two lines of JSON: the records without their reports (with format and
- * vouched), then node → report. The second is parsed only if some report is still the node's
- * last: when every report changed, it never is. Formats 2 (one JSON object, each report inside
- * its record) and 1 (format 2 with the report texts inside too) are taken over.
+ * The index. Format 4 is three lines of JSON: format, vouches and each node's tip commit; the
+ * records without their reports; node → report. A run needs only the first line before its first
+ * fetch; the second is parsed while that fetch is out, and the third only if some report is still
+ * the node's last (when every report changed, it never is). Formats 3 (records with the first
+ * line, reports on the second), 2 (one JSON object, each report inside its record) and 1 (format
+ * 2 with the report texts inside too) are taken over.
  */
 async function readIndex(files: IndexFiles): Promise<ReadIndex> {
-  const empty = (): ReadIndex => ({ index: { format: 3, nodes: {}, identities: {}, vouched: [] }, upgraded: false });
+  const empty = (): ReadIndex => ({ index: { format: 4, nodes: {}, identities: {}, vouched: [] }, seen: new Map(), records: () => ({}), upgraded: false });
   const [bytes, identities] = await Promise.all([readFile(files.index).catch(() => null), readFile(files.identities, 'utf8').catch(() => '')]);
   if (bytes === null && !existsSync(files.index)) return empty();
   try {
-    // Only the first line is decoded here: the reports stay bytes until they are needed.
-    const line = bytes ? bytes.indexOf(10) : -1;
-    const index = JSON.parse(bytes ? bytes.toString('utf8', 0, line < 0 ? bytes.length : line) : '') as Omit<IndexFile, 'identities' | 'format'> & { format: 2 | 3 } | IndexV1;
-    if (index.nodes && Array.isArray(index.vouched)) {
-      if (index.format === 3 && line >= 0) {
-        for (const record of Object.values(index.nodes)) record.tip.report = null;
-        let end = bytes!.length;
-        while (end > line + 1 && (bytes![end - 1] === 10 || bytes![end - 1] === 13 || bytes![end - 1] === 32)) end--;
-        return { index: { ...index, format: 3, identities: {} }, identities, views: bytes!.subarray(line + 1, end), upgraded: false };
+    // Only the first line is decoded here: the rest stays bytes until it is needed.
+    const lines = bytes ? splitLines(bytes, 3) : [];
+    const first = JSON.parse(lines[0]?.toString('utf8') ?? '') as Omit<IndexFile, 'identities' | 'format'> & { format: 2 | 3 } | IndexV1 | IndexV4;
+    const taken = (nodes: Record<string, NodeRecord>, rest: Partial<ReadIndex>): ReadIndex => ({
+      index: { format: 4, nodes: {}, identities: {}, vouched: first.vouched }, seen: new Map(Object.entries(nodes).map(([node, r]) => [node, r.tip.commit])), records: () => nodes, identities, upgraded: true, ...rest,
+    });
+    if (first.format === 4 && lines.length === 3 && Array.isArray(first.vouched) && first.tips && typeof first.tips === 'object') {
+      const records = () => {
+        const read = (JSON.parse(lines[1]!.toString('utf8')) as { nodes: Record<string, NodeRecord> }).nodes;
+        for (const record of Object.values(read)) record.tip.report = null;
+        return read;
+      };
+      return { index: { format: 4, nodes: {}, identities: {}, vouched: first.vouched }, seen: new Map(Object.entries(first.tips)), records, views: lines[2], identities, upgraded: false };
+    }
+    if (first.nodes && Array.isArray(first.vouched)) {
+      if (first.format === 3 && lines.length >= 2) {
+        for (const record of Object.values(first.nodes)) record.tip.report = null;
+        return taken(first.nodes, { views: lines[1] });
       }
-      if (index.format === 2) return { index: { ...index, format: 3, identities: {} }, identities, upgraded: true };
-      if (index.format === 1 && index.identities) return { ...fromV1(index), upgraded: true };
+      if (first.format === 2) return taken(first.nodes, {});
+      if (first.format === 1 && first.identities) {
+        const { index, texts } = fromV1(first);
+        return { ...taken(index.nodes, { texts }), identities: undefined, index: { ...index, nodes: {} } };
+      }
     }
   } catch {
     // said below
@@ -453,6 +480,30 @@ async function readIndex(files: IndexFiles): Promise<ReadIndex> {
   // earlier tips, so a branch rewound before this run is not caught as replayed or forked by it.
   console.error(`note: ${files.index} could not be read; it is rebuilt from origin, and reports seen before it are not compared with this run's`);
   return empty();
+}
+
+/** The first `n - 1` lines of `bytes` and the rest (trailing blank space trimmed), as views. */
+function splitLines(bytes: Buffer, n: number): Buffer[] {
+  let end = bytes.length;
+  while (end > 0 && (bytes[end - 1] === 10 || bytes[end - 1] === 13 || bytes[end - 1] === 32)) end--;
+  const lines: Buffer[] = [];
+  let at = 0;
+  while (lines.length < n - 1) {
+    const nl = bytes.indexOf(10, at);
+    if (nl < 0 || nl >= end) break;
+    lines.push(bytes.subarray(at, nl));
+    at = nl + 1;
+  }
+  lines.push(bytes.subarray(at, end));
+  return lines;
+}
+
+/** The first line of a format-4 index. */
+interface IndexV4 {
+  format: 4;
+  vouched: string[];
+  tips: Record<string, string>;
+  nodes?: undefined;
 }
 
 /** Parsed node.yaml files by blob id, from the text of identities.json; a cache (an unreadable one is parsed again from main). */
@@ -479,7 +530,7 @@ function fromV1(v1: IndexV1): { index: IndexFile; texts: Map<string, ReportTexts
     nodes[node] = { ...rest, tip: { ...tip, report: parsed?.ok ? reportView(parsed.value) : null } };
     texts.set(node, { commit: tip.commit, status: status === null ? null : Buffer.from(status), sig: sig === null ? null : Buffer.from(sig) });
   }
-  return { index: { ...v1, format: 3, nodes }, texts };
+  return { index: { ...v1, format: 4, nodes }, texts };
 }
 
 /** A node's record as the first line of the index keeps it: without its report. */
@@ -495,7 +546,7 @@ function reportsLine(index: IndexFile): string {
 }
 
 /**
- * Write the index (format 3, see readIndex) from each node's record as JSON (`records`) and the
+ * Write the index (format 4, see readIndex) from each node's record as JSON (`records`) and the
  * line of reports; and the parsed node.yaml files when `identities` (they change only when main's do).
  */
 function writeIndex(files: IndexFiles, index: IndexFile, opts: { identities: boolean; records: Map<string, string>; reports: string | Buffer }): void {
@@ -505,7 +556,9 @@ function writeIndex(files: IndexFiles, index: IndexFile, opts: { identities: boo
     renameSync(`${file}.tmp`, file);
   };
   if (opts.identities) put(files.identities, JSON.stringify({ identities: index.identities }));
-  const nodes = Object.keys(index.nodes).map((node) => `${JSON.stringify(node)}:${opts.records.get(node)!}`);
-  const head = `{"format":${index.format},"vouched":${JSON.stringify(index.vouched)},"nodes":{${nodes.join(',')}}}\n`;
+  const nodes = Object.keys(index.nodes);
+  const tips = Object.fromEntries(nodes.map((node) => [node, index.nodes[node]!.tip.commit]));
+  const records = nodes.map((node) => `${JSON.stringify(node)}:${opts.records.get(node)!}`);
+  const head = `${JSON.stringify({ format: index.format, vouched: index.vouched, tips })}\n{"nodes":{${records.join(',')}}}\n`;
   put(files.index, typeof opts.reports === 'string' ? `${head}${opts.reports}\n` : Buffer.concat([Buffer.from(head), opts.reports, Buffer.from('\n')]));
 }

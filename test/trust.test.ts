@@ -33,13 +33,23 @@ async function commitWith(fleet: TestFleet, files: Record<string, string>, messa
 }
 /** The format of a report index's text (format 3: a JSON line of records, then one of reports; 1 and 2: one JSON object). */
 const formatOf = (text: string): unknown => (JSON.parse(text.split('\n')[0]!) as { format: unknown }).format;
-/** A format-3 index as the format-2 object the mesh-cli before it wrote (each report inside its record). */
 type Tip = { commit: string } & Record<string, unknown>;
+/** A format-4 index (tips, records, reports) as its parts. */
+function partsOf(text: string): { vouched: string[]; nodes: Record<string, { tip: Tip }>; reports: Record<string, unknown> } {
+  const [head, records, reports] = text.trimEnd().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+  expect(head!.format).toBe(4);
+  return { vouched: head!.vouched as string[], nodes: records!.nodes as Record<string, { tip: Tip }>, reports: reports! };
+}
+/** A format-4 index as the format-2 object an earlier mesh-cli wrote (each report inside its record). */
 function asFormat2(text: string): { format: 2; vouched: string[]; nodes: Record<string, { tip: Tip }> } {
-  const [records, reports] = text.trimEnd().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
-  const nodes = records!.nodes as Record<string, { tip: Tip }>;
-  for (const [node, record] of Object.entries(nodes)) record.tip.report = reports![node];
-  return { format: 2, vouched: records!.vouched as string[], nodes };
+  const { vouched, nodes, reports } = partsOf(text);
+  for (const [node, record] of Object.entries(nodes)) record.tip.report = reports[node];
+  return { format: 2, vouched, nodes };
+}
+/** A format-4 index as the two lines of format 3 (records with format and vouches, then reports). */
+function asFormat3(text: string): string {
+  const { vouched, nodes, reports } = partsOf(text);
+  return `${JSON.stringify({ format: 3, vouched, nodes })}\n${JSON.stringify(reports)}\n`;
 }
 const unsigned = ['-c', 'commit.gpgsign=false'];
 const signedBy = (key: string) => ['-c', `user.signingkey=${key}`];
@@ -378,8 +388,8 @@ describe('reports are a hash chain', () => {
   it('a damaged line of reports in the index is read again from the report texts, and status says so', async () => {
     const mesh = join(fleet.checkout, '.git/mesh');
     const before = await row(fleet.checkout);
-    const [records] = readFileSync(join(mesh, 'reports.json'), 'utf8').split('\n');
-    writeFileSync(join(mesh, 'reports.json'), `${records}\n{"web-1": {"format": 1, \n`);
+    const [head, records] = readFileSync(join(mesh, 'reports.json'), 'utf8').split('\n');
+    writeFileSync(join(mesh, 'reports.json'), `${head}\n${records}\n{"web-1": {"format": 1, \n`);
     const r = await cli(fleet.checkout, 'status', '--json');
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toContain('could not be read; they are read again from the report texts');
@@ -404,10 +414,10 @@ describe('reports are a hash chain', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).not.toContain('could not be read');
     expect(JSON.parse(r.stdout).nodes[0]).toEqual(before);
-    expect(formatOf(readFileSync(join(mesh, 'reports.json'), 'utf8'))).toBe(3);
+    expect(formatOf(readFileSync(join(mesh, 'reports.json'), 'utf8'))).toBe(4);
   });
 
-  it('an index written by the last mesh-cli (format 2, one JSON object) is taken over, not rebuilt', async () => {
+  it('an index written by an earlier mesh-cli (format 2, one JSON object) is taken over, not rebuilt', async () => {
     const mesh = join(fleet.checkout, '.git/mesh');
     const before = await row(fleet.checkout);
     writeFileSync(join(mesh, 'reports.json'), JSON.stringify(asFormat2(readFileSync(join(mesh, 'reports.json'), 'utf8'))));
@@ -415,8 +425,25 @@ describe('reports are a hash chain', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).not.toContain('could not be read');
     expect(JSON.parse(r.stdout).nodes[0]).toEqual(before);
-    expect(formatOf(readFileSync(join(mesh, 'reports.json'), 'utf8'))).toBe(3);
-    // and read back as format 3, with the same row
+    expect(formatOf(readFileSync(join(mesh, 'reports.json'), 'utf8'))).toBe(4);
+    // and read back as format 4, with the same row
+    expect(await row(fleet.checkout)).toEqual(before);
+  });
+
+  it('an index written by the last mesh-cli (format 3, records and reports on two lines) is taken over, not rebuilt', async () => {
+    const mesh = join(fleet.checkout, '.git/mesh');
+    const before = await row(fleet.checkout);
+    const v3 = asFormat3(readFileSync(join(mesh, 'reports.json'), 'utf8'));
+    const tip = JSON.parse(v3.split('\n')[0]!).nodes['web-1'].tip.commit;
+    writeFileSync(join(mesh, 'reports.json'), v3);
+    const r = await cli(fleet.checkout, 'status', '--json');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).not.toContain('could not be read');
+    expect(JSON.parse(r.stdout).nodes[0]).toEqual(before);
+    // rewritten as format 4: the tip first, then the record, then the report
+    const text = readFileSync(join(mesh, 'reports.json'), 'utf8');
+    expect(JSON.parse(text.split('\n')[0]!).tips).toEqual({ 'web-1': tip });
+    expect(partsOf(text).nodes['web-1']!.tip.commit).toBe(tip);
     expect(await row(fleet.checkout)).toEqual(before);
   });
 
