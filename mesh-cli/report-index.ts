@@ -10,7 +10,7 @@
  * for a replaced heartbeat, that tip's parent needs a second fetch (upload-pack.ts).
  * A report is verified once per (report commit, node.yaml blob): both are immutable.
  */
-import { existsSync, mkdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, join } from 'node:path';
 import { parse } from 'yaml';
@@ -96,8 +96,15 @@ export interface Network {
 /** Bring the index up to date (with origin when `network`), verify what changed, and keep it. */
 export async function refreshIndex(fleet: Fleet, mainRef: string, network: Network | null): Promise<ReportIndex> {
   let pool: VerifyPool | null = null;
+  const run = () => refresh(fleet, mainRef, network, (expected, memo) => (pool ??= verifyPool(expected, memo)));
   try {
-    return await refresh(fleet, mainRef, network, (expected, memo) => (pool ??= verifyPool(expected, memo)));
+    return await run().catch(async (e: unknown) => {
+      // The records are read after the first fetches are out: when they turn out damaged, the run starts again without them.
+      if (!(e instanceof DamagedIndex)) throw e;
+      console.error(damagedNote(e.file));
+      rmSync(e.file, { force: true });
+      return run();
+    });
   } finally {
     (pool as VerifyPool | null)?.close();
   }
@@ -210,7 +217,7 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
       readOutMs += performance.now() - started;
     };
     // A few fetches at a time, each read and handed to the verify threads as soon as it is in.
-    const fetched = inParallel(batches, FETCHES, async ({ tips, deepen }) => {
+    const fetched: Promise<void> = inParallel(batches, FETCHES, async ({ tips, deepen }) => {
       const got = await remote!.fetchObjects({ wants: tips.map(([, oid]) => oid), deepen });
       lap.mark('first pack');
       // The tips' parents are needed after this only for nodes seen the first time (their order).
@@ -218,6 +225,7 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
       await readRecords();
       take(tips, got, await ids);
     });
+    fetched.catch(() => undefined); // awaited below, once the records are read
     await new Promise(setImmediate); // the first requests are out
     await readRecords();
     await fetched;
@@ -456,8 +464,13 @@ async function readIndex(files: IndexFiles): Promise<ReadIndex> {
     });
     if (first.format === 4 && lines.length === 3 && Array.isArray(first.vouched) && first.tips && typeof first.tips === 'object') {
       const records = () => {
-        const read = (JSON.parse(lines[1]!.toString('utf8')) as { nodes: Record<string, NodeRecord> }).nodes;
-        for (const record of Object.values(read)) record.tip.report = null;
+        let read: Record<string, NodeRecord>;
+        try {
+          read = (JSON.parse(lines[1]!.toString('utf8')) as { nodes: Record<string, NodeRecord> }).nodes;
+          for (const record of Object.values(read)) record.tip.report = null;
+        } catch {
+          throw new DamagedIndex(files.index);
+        }
         return read;
       };
       return { index: { format: 4, nodes: {}, identities: {}, vouched: first.vouched }, seen: new Map(Object.entries(first.tips)), records, views: lines[2], identities, upgraded: false };
@@ -476,10 +489,24 @@ async function readIndex(files: IndexFiles): Promise<ReadIndex> {
   } catch {
     // said below
   }
-  // It is a cache of what origin has, so it is rebuilt from origin; what is lost is the memory of
-  // earlier tips, so a branch rewound before this run is not caught as replayed or forked by it.
-  console.error(`note: ${files.index} could not be read; it is rebuilt from origin, and reports seen before it are not compared with this run's`);
+  console.error(damagedNote(files.index));
   return empty();
+}
+
+/**
+ * The index is a cache of what origin has, so a damaged one is rebuilt from origin; what is lost
+ * is the memory of earlier tips, so a branch rewound before this run is not caught as replayed or
+ * forked by it.
+ */
+function damagedNote(file: string): string {
+  return `note: ${file} could not be read; it is rebuilt from origin, and reports seen before it are not compared with this run's`;
+}
+
+/** Thrown when the index's records turn out damaged after the run has begun with its first line. */
+class DamagedIndex extends Error {
+  constructor(readonly file: string) {
+    super(`${file} is damaged`);
+  }
 }
 
 /** The first `n - 1` lines of `bytes` and the rest (trailing blank space trimmed), as views. */

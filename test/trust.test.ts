@@ -385,6 +385,18 @@ describe('reports are a hash chain', () => {
     expect(JSON.parse(r.stdout).nodes[0]).toMatchObject({ node: 'web-1', sequence: 3, signature: 'valid' });
   });
 
+  it('a damaged line of records in the index (read after the first fetch is out) is rebuilt from origin, and status says so', async () => {
+    const mesh = join(fleet.checkout, '.git/mesh');
+    const before = await row(fleet.checkout);
+    const [head, , reports] = readFileSync(join(mesh, 'reports.json'), 'utf8').split('\n');
+    writeFileSync(join(mesh, 'reports.json'), `${head}\n{"nodes": {"web-1": \n${reports}\n`);
+    const r = await cli(fleet.checkout, 'status', '--json');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr.match(/could not be read; it is rebuilt from origin/g)).toHaveLength(1);
+    expect(JSON.parse(r.stdout).nodes[0]).toEqual(before);
+    expect(await row(fleet.checkout)).toEqual(before);
+  });
+
   it('a damaged line of reports in the index is read again from the report texts, and status says so', async () => {
     const mesh = join(fleet.checkout, '.git/mesh');
     const before = await row(fleet.checkout);
