@@ -224,18 +224,18 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
       if (deepen > 1) for (const [oid, o] of got) objects.set(oid, o);
       await readRecords();
       take(tips, got, await ids);
+      // What lies between a gapped node's old tip and its new tip's parent, while the other batches are read and verified.
+      const gaps = tips.filter(([node]) => gapped.has(node));
+      if (gaps.length) {
+        const between = await remote!.fetchObjects({ wants: gaps.map(([node]) => index.nodes[node]!.tip.parent!), haves: gaps.map(([node]) => changed.get(node)!.tip.commit) });
+        for (const [oid, o] of between) objects.set(oid, o);
+      }
     });
     fetched.catch(() => undefined); // awaited below, once the records are read
     await new Promise(setImmediate); // the first requests are out
     await readRecords();
     await fetched;
     lap('fetch+parse');
-    const gaps = [...changed].filter(([node]) => gapped.has(node));
-    if (gaps.length) {
-      const got = await remote.fetchObjects({ wants: gaps.map(([node]) => index.nodes[node]!.tip.commit), haves: gaps.map(([, prev]) => prev!.tip.commit) });
-      for (const [oid, o] of got) objects.set(oid, o);
-    }
-    lap('gaps');
   }
   await readRecords();
   const { ids, listed } = await (idsReady ??= identityBlobs(nodeFiles(), fleet, index, identitiesText));

@@ -16,11 +16,17 @@ export function tipOf(objects: Map<string, GitObject>, oid: string): { commit: s
   return { commit: oid, parent: commit?.parent ?? null, heartbeat: commit?.heartbeat ?? false, status: files.get('status.json') ?? null, sig: files.get('status.json.sig') ?? null };
 }
 
+/** A fetched report commit's parent, and its link (read only when asked for: the chain check walks many commits' parents and needs one link). */
 export function linkOf(objects: Map<string, GitObject>, oid: string): { parent: string | null; link: Link | null } | undefined {
   const commit = commitOf(objects, oid);
   if (!commit) return undefined;
-  const status = treeFiles(objects, commit.tree).get('status.json');
-  return { parent: commit.parent, link: status === undefined ? null : linkOfText(status.toString('utf8')) };
+  return {
+    parent: commit.parent,
+    get link() {
+      const status = treeFiles(objects, commit.tree).get('status.json');
+      return status === undefined ? null : linkOfText(status.toString('utf8'));
+    },
+  };
 }
 
 /**
