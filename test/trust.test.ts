@@ -471,6 +471,27 @@ describe('reports are a hash chain', () => {
   });
 });
 
+describe('status after reports it has not seen', () => {
+  let fleet: TestFleet;
+  let root: string;
+  afterAll(async () => fleet?.close());
+
+  it('two reports since the last run: the chain is checked across the one status skipped, and holds', async () => {
+    fleet = await createFleet();
+    root = await fleet.enrol('web-1');
+    const row = async () => JSON.parse((await cli(fleet.checkout, 'status', '--json')).stdout).nodes.find((n: { node: string }) => n.node === 'web-1');
+    await fleet.commit(motd('one'), 'one');
+    expect((await hostCmd(root, 'run', '--once')).code).toBe(0);
+    const seen = await row();
+    expect(seen).toMatchObject({ chain: 'ok', signature: 'valid' });
+    for (const text of ['two', 'three']) {
+      await fleet.commit(motd(text), text);
+      expect((await hostCmd(root, 'run', '--once')).code).toBe(0);
+    }
+    expect(await row()).toMatchObject({ chain: 'ok', signature: 'valid', sequence: seen.sequence + 2 });
+  });
+});
+
 describe('hostile declarations cannot leave the root', () => {
   let fleet: TestFleet;
   let root: string;
