@@ -109,6 +109,10 @@ describe('reading report branches with protocol v2 over smart HTTP', () => {
     expect([...got.keys()].sort()).toEqual(revList(tip!, `^${second}`));
     expect(got.has(second!)).toBe(false);
     expect(got.has(text(bare, 'rev-parse', `${second}:state.json`))).toBe(false);
+    // A commit below a branch's tip (status asks for a new tip's parent to check the chain in between).
+    const [first, , third] = history.b!;
+    const between = await (await openRemote(fleet.checkout)).fetchObjects({ wants: [third!], haves: [first!] });
+    expect([...between.keys()].sort()).toEqual(revList(third!, `^${first}`));
   });
 
   it('asks git credential helpers when the URL has no credential, and says E_AUTH when none knows it', async () => {
@@ -166,6 +170,8 @@ describe('a remote on a local path, through the git binary', () => {
     expect([...two.keys()].sort()).toEqual(revList('--no-walk', second!, first!));
     const newer = await remote.fetchObjects({ wants: [history.b!.at(-1)!], haves: [second!] });
     expect([...newer.keys()].sort()).toEqual(revList(history.b!.at(-1)!, `^${second}`));
+    const below = await remote.fetchObjects({ wants: [history.b!.at(-2)!], haves: [first!] });
+    expect([...below.keys()].sort()).toEqual(revList(history.b!.at(-2)!, `^${first}`));
     const tipOnly = await remote.fetchObjects({ wants: [history.b!.at(-1)!], haves: [history.b!.at(-2)!], deepen: 1 });
     const had = new Set(revList('--no-walk', history.b!.at(-2)!));
     expect([...tipOnly.keys()].sort()).toEqual(revList('--no-walk', history.b!.at(-1)!).filter((oid) => !had.has(oid)));
