@@ -16,6 +16,7 @@
  */
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
+import { BY_CALLER, claim } from './verify-claim.js';
 import { verifyClaims, type IdentityKeys, type ReportClaims, type Verdict, type VouchMemo } from '../agent/verify-claims.js';
 
 export type { Verdict } from '../agent/verify-claims.js';
@@ -42,10 +43,6 @@ export interface VerifyAnswer {
   vouched: string[];
   ms: number;
 }
-
-/** Whose a chunk is, in its claim word. */
-export const CLAIMED_BY_THREAD = 1;
-const CLAIMED_HERE = 2;
 
 /**
  * `jobs` with their texts copied into one SharedArrayBuffer: the reports read out of a pack are
@@ -127,7 +124,7 @@ export function verifyPool(expected: number, memo: VouchMemo): VerifyPool {
 
   /** Verify chunk `id` here if no thread has claimed it; false when one has. */
   const claimHere = (id: number, chunk: Chunk): boolean => {
-    if (Atomics.compareExchange(chunk.claim, 0, 0, CLAIMED_HERE) !== 0) return false;
+    if (!claim(chunk.claim, BY_CALLER)) return false;
     pending.delete(id);
     chunk.resolve(verifyAll(chunk.jobs, memo).results);
     return true;

@@ -7,7 +7,8 @@
  */
 import { parentPort } from 'node:worker_threads';
 import { verifyClaims, type VouchMemo } from '../agent/verify-claims.js';
-import { CLAIMED_BY_THREAD, type VerifyMessage, type VerifyAnswer } from './verify-pool.js';
+import { BY_THREAD, claim } from './verify-claim.js';
+import type { VerifyMessage, VerifyAnswer } from './verify-pool.js';
 
 const memo: VouchMemo = new Set();
 parentPort!.on('message', (m: VerifyMessage) => {
@@ -15,7 +16,7 @@ parentPort!.on('message', (m: VerifyMessage) => {
     for (const v of m.vouched) memo.add(v);
     return;
   }
-  if (Atomics.compareExchange(m.claim, 0, 0, CLAIMED_BY_THREAD) !== 0) return; // another thread, or the caller, has it
+  if (!claim(m.claim, BY_THREAD)) return; // another thread, or the caller, has it
   const started = performance.now();
   const before = memo.size;
   const results = m.jobs.map((j) => verifyClaims(j.node, j.status, j.sig, j.claims, j.identity, memo));
