@@ -7,7 +7,8 @@
  * than everything else status does): one protocol-v2 ls-refs lists the report tips, one fetch
  * brings the changed ones one commit deep (two deep for a node seen the first time, so its
  * order can be checked), and only a report whose parent is neither the tip seen before nor,
- * for a replaced heartbeat, that tip's parent needs a second fetch (upload-pack.ts).
+ * for a replaced heartbeat, that tip's parent needs a second fetch, of the commits in between
+ * (upload-pack.ts). The index's format is described at readIndex.
  * A report is verified once per (report commit, node.yaml blob): both are immutable.
  */
 import { existsSync, mkdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -147,7 +148,7 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
   const objects = new Map<string, GitObject>();
   const verdicts: Array<Promise<void>> = [];
   let remote: Remote | null = null;
-  // node.yaml on main, read once main is fetched (in parallel with the report tips).
+  // node.yaml on main (node → blob id), read while the reports are fetched.
   let idsReady: Promise<{ ids: Map<string, string>; listed: boolean }> | undefined;
   let verify: VerifyPool | null = null;
   let readOutMs = 0;
@@ -200,11 +201,11 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
       for (const [node, oid] of tips) {
         const prev = index.nodes[node];
         changed.set(node, prev);
-        const { status, sig, ...seen } = tipOf(got, oid);
+        const { status, sig, ...fetchedTip } = tipOf(got, oid);
         const text = status?.toString('utf8') ?? null;
         const parsed = text === null ? null : parseReport(node, text);
         const report = parsed?.ok ? parsed.value : null;
-        const tip: TipRecord = { ...seen, link: text === null ? null : linkFromText(text, report), parentLink: null, identity: '\0', verdict: { signature: 'missing' }, report: report && reportView(report), chain: 'ok' };
+        const tip: TipRecord = { ...fetchedTip, link: text === null ? null : linkFromText(text, report), parentLink: null, identity: '\0', verdict: { signature: 'missing' }, report: report && reportView(report), chain: 'ok' };
         index.nodes[node] = { maxSequence: prev?.maxSequence ?? 0, forked: prev?.forked ?? [], tip };
         // A parent that is neither the tip seen before nor (for a replaced heartbeat) its parent: what lies between is fetched after.
         if (prev && tip.parent !== null && tip.parent !== prev.tip.commit && !(prev.tip.heartbeat && tip.parent === prev.tip.parent)) gapped.add(node);
@@ -274,7 +275,7 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
 }
 
 /**
- * Set the report of each node in `unchanged` from `views` (the index's second line); false when
+ * Set the report of each node in `unchanged` from `views` (the index's third line); false when
  * that line is damaged, and then each is read again from its kept text, or, without one, shown
  * as not verified until a run with the server reachable fetches it again (its verdict is dropped).
  */
@@ -463,6 +464,9 @@ async function readIndex(files: IndexFiles): Promise<ReadIndex> {
       index: { format: 4, nodes: {}, identities: {}, vouched: first.vouched }, seen: new Map(Object.entries(nodes).map(([node, r]) => [node, r.tip.commit])), records: () => nodes, identities, upgraded: true, ...rest,
     });
     if (first.format === 4 && lines.length === 3 && Array.isArray(first.vouched) && first.tips && typeof first.tips === 'object') {
+      const seen = new Map(Object.entries(first.tips));
+      // The records must be those of the tips the run began with: a node in one line and not the
+      // other, or at another commit, means the file was damaged.
       const records = () => {
         let read: Record<string, NodeRecord>;
         try {
@@ -471,9 +475,10 @@ async function readIndex(files: IndexFiles): Promise<ReadIndex> {
         } catch {
           throw new DamagedIndex(files.index);
         }
+        if (Object.keys(read).length !== seen.size || [...seen].some(([node, commit]) => read[node]?.tip.commit !== commit)) throw new DamagedIndex(files.index);
         return read;
       };
-      return { index: { format: 4, nodes: {}, identities: {}, vouched: first.vouched }, seen: new Map(Object.entries(first.tips)), records, views: lines[2], identities, upgraded: false };
+      return { index: { format: 4, nodes: {}, identities: {}, vouched: first.vouched }, seen, records, views: lines[2], identities, upgraded: false };
     }
     if (first.nodes && Array.isArray(first.vouched)) {
       if (first.format === 3 && lines.length >= 2) {
@@ -565,7 +570,7 @@ function recordJson({ tip: { report: _report, ...tip }, ...record }: NodeRecord)
   return JSON.stringify({ ...record, tip });
 }
 
-/** The index's second line: node → report. */
+/** The index's third line: node → report. */
 function reportsLine(index: IndexFile): string {
   const reports: Record<string, ReportView | null> = {};
   for (const [node, { tip }] of Object.entries(index.nodes)) reports[node] = tip.report;

@@ -395,6 +395,15 @@ describe('reports are a hash chain', () => {
     expect(r.stderr.match(/could not be read; it is rebuilt from origin/g)).toHaveLength(1);
     expect(JSON.parse(r.stdout).nodes[0]).toEqual(before);
     expect(await row(fleet.checkout)).toEqual(before);
+    // Records that parse but do not match the first line's tips are damage too.
+    const [head2, records2, reports2] = readFileSync(join(mesh, 'reports.json'), 'utf8').split('\n');
+    const records = JSON.parse(records2!);
+    records.nodes['web-1'].tip.commit = '0'.repeat(40);
+    writeFileSync(join(mesh, 'reports.json'), `${head2}\n${JSON.stringify(records)}\n${reports2}\n`);
+    const again = await cli(fleet.checkout, 'status', '--json');
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr.match(/could not be read; it is rebuilt from origin/g)).toHaveLength(1);
+    expect(JSON.parse(again.stdout).nodes[0]).toEqual(before);
   });
 
   it('a damaged line of reports in the index is read again from the report texts, and status says so', async () => {
