@@ -12,6 +12,7 @@ import {
   publicKeyOf, sameKey, signSsh, sshPublicKey, verifySsh,
 } from '../agent/sign/sshsig.js';
 import { armor, sshString, uint32 } from '../agent/sign/wire.js';
+import { verifyClaims } from '../agent/verify-claims.js';
 
 // --- helpers: temp dirs, child processes, OpenSSH key files ---
 
@@ -312,6 +313,28 @@ describe('verifySsh rejections', () => {
     expect(rejects(DATA, customSig({ priv: privateKey, data: DATA, version: 2 }))).toMatch(/version 2/);
     expect(rejects(DATA, customSig({ priv: privateKey, data: DATA, keyType: 'ssh-rsa' }))).toMatch(/key type "ssh-rsa"/);
     expect(rejects(DATA, customSig({ priv: privateKey, data: DATA, sigTrailer: Buffer.from([0]) }))).toMatch(/trailing/);
+  });
+});
+
+describe('verifyClaims: the report is signed by the node key it names', () => {
+  const { privateKey, publicKey } = generateKeyPair();
+  const line = sshPublicKey(publicKey);
+  const sig = signSsh(DATA, privateKey, 'mesh-report');
+  // No node.yaml: a report whose key check passes fails next, on the vouch.
+  const reason = (nodeKey: unknown) => verifyClaims('web-1', DATA, sig, { node: 'web-1', generation: 1, nodeKey: nodeKey as string, vouch: '' }, null).reason;
+  const OTHER = 'signed by a key other than the node key it names';
+
+  it('the same key passes, with or without a comment and however it is spaced', () => {
+    for (const named of [line, `${line} web-1@mesh`, `${line} `, ` ${line}`, line.replace(' ', '\t'), `${line}\tweb-1`]) {
+      expect(reason(named), JSON.stringify(named)).toMatch(/no nodes\/web-1\/node\.yaml on main vouches/);
+    }
+  });
+
+  it('another key, a longer or shorter text, or no key line at all does not', () => {
+    const other = sshPublicKey(generateKeyPair().publicKey);
+    for (const named of [other, `${line}A`, line.slice(0, -1), `${line.slice(0, -2)}==`, 'ssh-rsa ' + line.split(' ')[1], '', 42, null]) {
+      expect(reason(named), JSON.stringify(named)).toBe(OTHER);
+    }
   });
 });
 
