@@ -48,20 +48,24 @@ export interface NodeStatus {
   trust: 'signed' | 'none';
 }
 
-/** Fetch reports and main from origin (unless `fetch` is false) and verify every node's last report. */
-export async function fleetStatus(fleet: Fleet, opts: { fetch: boolean }): Promise<NodeStatus[]> {
-  // The nodes on main and mesh.yaml's trust are read as soon as main is fetched, while the reports are.
+/**
+ * Fetch reports and main from origin (unless `fetch` is false) and verify every node's last
+ * report; with main's tip as fetched (null when there is none).
+ */
+export async function fleetStatus(fleet: Fleet, opts: { fetch: boolean }): Promise<{ nodes: NodeStatus[]; mainTip: string | null }> {
+  // The nodes on main, mesh.yaml's trust and main's tip are read as soon as main is fetched, while the reports are.
   let mainFetched!: () => void;
   const fromMain = new Promise<void>((resolve) => (mainFetched = resolve)).then(() => Promise.all([
     fleet.git.raw(['ls-tree', '-d', '--name-only', `${mainRef(fleet)}:nodes`]).catch(() => ''),
     trustOnMain(fleet),
+    fleet.git.raw(['rev-parse', '--verify', '--quiet', mainRef(fleet)]).then((out) => out.trim() || null, () => null),
   ]));
   if (opts.fetch) await fetchReports(fleet, mainFetched);
   mainFetched(); // not fetched, or not called back (main is read as it is)
-  const [[listing, fleetTrust], reported] = await Promise.all([fromMain, reportedNodes(fleet)]);
+  const [[listing, fleetTrust, mainTip], reported] = await Promise.all([fromMain, reportedNodes(fleet)]);
   const nodes = [...new Set([...listing.split('\n').filter(Boolean), ...reported])].sort();
   const reports = await lastReports(fleet, nodes);
-  return nodes.map((node) => {
+  return { nodes: nodes.map((node) => {
     const verified = reports.get(node)!;
     const r = verified.report;
     const t = trusted(verified);
@@ -83,7 +87,7 @@ export async function fleetStatus(fleet: Fleet, opts: { fetch: boolean }): Promi
       signer: t?.signer ?? null,
       trust: fleetTrust === 'none' ? 'none' : (t?.trust ?? fleetTrust),
     };
-  });
+  }), mainTip };
 }
 
 /** mesh.yaml's `trust` on the fetched main (the checkout's own mesh.yaml when main was not fetched). */
@@ -172,9 +176,8 @@ export function statusCommand(program: Command): void {
         const history = await reportHistory(fleet, o.node, o.limit);
         return console.log(o.json ? JSON.stringify(history) : formatHistory(history, new Date()));
       }
-      const nodes = await fleetStatus(fleet, { fetch: o.fetch });
-      const tip = (await fleet.git.raw(['rev-parse', '--verify', '--quiet', mainRef(fleet)]).catch(() => '')).trim() || null;
-      const summary = summarize(nodes, tip, fleet.config.mainBranch);
+      const { nodes, mainTip } = await fleetStatus(fleet, { fetch: o.fetch });
+      const summary = summarize(nodes, mainTip, fleet.config.mainBranch);
       if (o.html) {
         writeFileSync(o.html, await fleetPage(fleet, nodes, summary, new Date()));
         console.error(`wrote ${o.html}`);
