@@ -52,7 +52,7 @@ withRoot(program.command('apply').description('one pass from a local folder of d
 
 withRoot(program.command('state').description('lifecycle state, identity, last applied commit, owned resources')).action(async (o: { root: string; json?: boolean }) => {
   const [{ describeState }, { printState }] = await Promise.all([import('./commands/state.js'), import('./output.js')]);
-  printState(describeState(o.root), Boolean(o.json));
+  printState(await describeState(o.root), Boolean(o.json));
 });
 
 withRoot(program.command('self-test').description('the smoke run made before a new host binary takes over')).action(async (o: { root: string; json?: boolean }) => {

@@ -1,7 +1,7 @@
 /** How mesh-host prints results: one readable block per result, or JSON with --json. */
 import type { ReportBody } from './report.js';
 import type { PassResult } from './reconcile.js';
-import type { HostState } from './commands/state.js';
+import type { HostState, OwnedEntry } from './commands/state.js';
 import type { SelfTest } from './commands/self-test.js';
 
 export function printPass(pass: PassResult, json: boolean): void {
@@ -32,7 +32,14 @@ export function printState(s: HostState, json: boolean): void {
   console.log(`last applied: ${s.lastApplied ? `${s.lastApplied.commit.slice(0, 12)} at ${s.lastApplied.at}` : 'never'}`);
   if (s.unsentReport) console.log('a report is waiting to be sent');
   console.log(`owned (${s.owned.length}):`);
-  for (const o of s.owned) console.log(`  ${o.id}${o.state === 'intent' ? ' (change in progress when the host stopped)' : ''}`);
+  for (const o of s.owned) console.log(`  ${o.id}${ownedNote(o)}`);
+}
+
+/** Why an owned resource is not verified yet: its last change failed, or the host stopped in the middle of it. */
+function ownedNote(o: OwnedEntry): string {
+  if (o.state !== 'intent') return '';
+  if (o.error !== undefined) return ` (last change failed: ${o.error}; it is retried on the next pass)`;
+  return ' (change in progress when the host stopped)';
 }
 
 export function printSelfTest(r: SelfTest, json: boolean): void {

@@ -2,9 +2,11 @@
  * The lifecycle of a machine, end to end: unmanaged → hosted → enrolled ⇄ disconnected,
  * enrolment that reports before it changes anything, ineligible nodes, single-use tokens,
  * re-enrolment that revokes, retire and revoke, a lost store recovered from the last report,
- * and the first node from a bundle. Real git http-backend, real git binary, real ssh-keygen,
- * real roots; the built mesh-cli and mesh-host run as processes.
+ * the first node from a bundle, and what `mesh-host state` says of a change left unverified.
+ * Real git http-backend, real git binary, real ssh-keygen, real roots; the built mesh-cli and
+ * mesh-host run as processes.
  */
+import { spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,7 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clockLine } from '../agent/briefing.js';
 import { fleetHttp } from '../agent/fleet/http.js';
-import { cli, createFleet, git, gitIn, hostCmd, newMachine, runProgram, startServer, type TestFleet } from './helpers/fleet.js';
+import { cli, createFleet, git, gitIn, hostCmd, MESH_HOST, newMachine, runProgram, startServer, type TestFleet } from './helpers/fleet.js';
 import { snapshot } from './helpers/snapshot.js';
 
 const host = async (root: string, ...args: string[]) => {
@@ -446,6 +448,58 @@ describe('the first node', () => {
       expect(run.code, run.stderr).toBe(0);
       expect(run.body.resources.map((r: { result: string }) => r.result)).toEqual(['unchanged', 'unchanged']);
       expect(run.body.owned.map((o: { id: string }) => o.id)).toEqual(['directory:/srv/git', 'file:/etc/mesh-serve.conf']);
+    } finally {
+      await fleet.close();
+    }
+  });
+});
+
+describe('state', () => {
+  /** The owned lines that `mesh-host state` prints. */
+  const ownedLines = async (root: string) => {
+    const r = await hostCmd(root, 'state');
+    expect(r.code, r.stderr).toBe(0);
+    return r.stdout.slice(r.stdout.indexOf('owned (')).trimEnd().split('\n');
+  };
+  /** One pass that kills itself at `fault` (MESH_FAULT, agent/fault.ts); resolves with how it ended. */
+  const killedPass = (root: string, fault: string) =>
+    new Promise<{ signal: string | null; stderr: string }>((resolve) => {
+      const proc = spawn('node', [MESH_HOST, 'run', '--once', '--root', root], { env: { ...process.env, MESH_LOG_LEVEL: 'warn', MESH_FAULT: fault }, stdio: ['ignore', 'ignore', 'pipe'] });
+      let stderr = '';
+      proc.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+      proc.on('close', (_code, signal) => resolve({ signal, stderr }));
+    });
+  const file = (path: string, content: string) => `  - type: file\n    path: ${path}\n    content: "${content}\\n"\n`;
+
+  it('a change that failed is shown as failed with its error; only a change a killed host left is shown as in progress when it stopped', async () => {
+    const fleet = await createFleet();
+    try {
+      const root = await fleet.enrol('sf-1');
+      await fleet.commit({ 'nodes/sf-1/base.yaml': `resources:\n${file('/etc/motd', 'one')}${file('/srv/missing/app.conf', 'app')}` }, 'sf-1');
+      const error = 'the parent directory of /srv/missing/app.conf does not exist: declare it as a directory resource before this file';
+      const failed = await host(root, 'run', '--once');
+      expect(failed.code).toBe(1);
+      expect(failed.body.resources).toEqual([
+        { id: 'file:/etc/motd', result: 'created', changes: ['absent, should be a file'] },
+        { id: 'file:/srv/missing/app.conf', result: 'failed', changes: ['absent, should be a file'], error },
+      ]);
+      const failedLine = `  file:/srv/missing/app.conf (last change failed: ${error}; it is retried on the next pass)`;
+      expect(await ownedLines(root)).toEqual(['owned (2):', '  file:/etc/motd', failedLine]);
+      expect((await host(root, 'state')).body.owned).toEqual([
+        { id: 'file:/etc/motd', state: 'verified', at: expect.any(String) },
+        { id: 'file:/srv/missing/app.conf', state: 'intent', at: expect.any(String), error },
+      ]);
+
+      // Killed between the intent of /etc/motd's change and the change: its last report line is 'created', not a failure.
+      await fleet.commit({ 'nodes/sf-1/base.yaml': `resources:\n${file('/etc/motd', 'two')}${file('/srv/missing/app.conf', 'app')}` }, 'sf-1: motd two');
+      const killed = await killedPass(root, 'after-intent:1');
+      expect(killed.signal, killed.stderr).toBe('SIGKILL');
+      expect(readFileSync(join(root, 'etc/motd'), 'utf8')).toBe('one\n');
+      expect(await ownedLines(root)).toEqual(['owned (2):', '  file:/etc/motd (change in progress when the host stopped)', failedLine]);
+      expect((await host(root, 'state')).body.owned).toEqual([
+        { id: 'file:/etc/motd', state: 'intent', at: expect.any(String) },
+        { id: 'file:/srv/missing/app.conf', state: 'intent', at: expect.any(String), error },
+      ]);
     } finally {
       await fleet.close();
     }

@@ -27,17 +27,26 @@ export interface HostState {
   lastApplied: { commit: string; at: string } | null;
   lastContact: { commit: string; at: string } | null;
   unsentReport: boolean;
-  owned: Array<{ id: string; state: string; at: string }>;
+  owned: OwnedEntry[];
+}
+
+/** An owned resource. An `intent` is a change not yet verified: `error` says it failed (from the last report); without it, the host stopped mid-change. */
+export interface OwnedEntry {
+  id: string;
+  state: string;
+  at: string;
+  /** Why the last change of this intent failed, as the host's last report gives it. */
+  error?: string;
 }
 
 /** Describe the machine at `root`. */
-export function describeState(root: string): HostState {
+export async function describeState(root: string): Promise<HostState> {
   const paths = hostPaths(root);
   const base = { hostVersion: HOST_VERSION, lastApplied: null, lastContact: null, unsentReport: false, owned: [] };
   if (!existsSync(paths.stateDir) && !existsSync(paths.configDir)) return { ...base, state: 'unmanaged', reason: `no mesh-host state under ${paths.root}` };
   const store = Store.open(paths.store);
   const config = readConfig(paths);
-  const owned = store.data.owned.map((r) => ({ id: r.id, state: r.state, at: r.at }));
+  const owned = await ownedEntries(store, paths.gitdir, config?.node);
   const common = { ...base, owned, lastApplied: store.data.lastApplied, lastContact: store.data.lastContact, unsentReport: !store.data.report.pushed };
   if (!config) return { ...common, state: 'hosted', reason: 'mesh-host is installed but not enrolled; it can apply a local bundle (mesh-host apply --bundle DIR)' };
   const eligible = config.ineligible.length === 0;
@@ -52,4 +61,19 @@ export function describeState(root: string): HostState {
   if (store.fresh) return { ...common, ...identity, state: 'enrolled', reason: `the store ${paths.store} is missing: the host applies nothing until it re-enrols, which recovers what it owned from its last report` };
   const contact = store.data.lastContact ? `last contact with the fleet at ${store.data.lastContact.at}` : 'enrolled; no reconcile yet';
   return { ...common, ...identity, state: 'enrolled', reason: contact + why };
+}
+
+/**
+ * The owned set, with the error of each intent that the last report lists as failed: a change
+ * that failed leaves its intent in the store (apply.ts), just as a host stopped mid-change does,
+ * and only the report tells the two apart. The report is read only when there is an intent.
+ */
+async function ownedEntries(store: Store, gitdir: string, node: string | undefined): Promise<OwnedEntry[]> {
+  const owned: OwnedEntry[] = store.data.owned.map((r) => ({ id: r.id, state: r.state, at: r.at }));
+  if (!node || !owned.some((o) => o.state === 'intent')) return owned;
+  const failed = await (await import('../last-report.js')).failedInLastReport(gitdir, node);
+  return owned.map((o) => {
+    const error = o.state === 'intent' ? failed.get(o.id) : undefined;
+    return error === undefined ? o : { ...o, error };
+  });
 }
