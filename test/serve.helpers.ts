@@ -1,6 +1,6 @@
 /** Helpers for test/serve.test.ts: temp fleet repos, the git binary, the serve process, and /proc scans. */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -40,8 +40,8 @@ export interface Serve {
 }
 
 /** Start the bundled CLI's `serve` and wait for its first stdout line. */
-export async function startServe(bundle: string, args: string[]): Promise<Serve> {
-  const proc = spawn(process.execPath, [bundle, 'serve', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+export async function startServe(bundle: string, args: string[], env: NodeJS.ProcessEnv = process.env): Promise<Serve> {
+  const proc = spawn(process.execPath, [bundle, 'serve', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
   let err = '';
   proc.stderr!.on('data', (c: Buffer) => { err += c.toString(); });
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
@@ -52,6 +52,22 @@ export async function startServe(bundle: string, args: string[]): Promise<Serve>
   });
   const port = Number(/:(\d+)\/$/.exec(firstLine)?.[1]);
   return { proc, firstLine, url: `http://127.0.0.1:${port}/`, port, stderr: () => err, exited };
+}
+
+/**
+ * An environment whose PATH starts with a `git` that writes its arguments to a log and runs the
+ * real git: which git commands a process ran, seen from outside it. `commands()` names each
+ * command (the word after `--git-dir DIR`), in the order they ran.
+ */
+export function gitSpy(dir: string): { env: NodeJS.ProcessEnv; commands: () => string[] } {
+  const real = execFileSync('sh', ['-c', 'command -v git'], { encoding: 'utf8' }).trim();
+  const bin = join(dir, 'spy-bin');
+  const log = join(dir, 'git-commands.log');
+  mkdirSync(bin);
+  writeFileSync(join(bin, 'git'), `#!/bin/sh\nprintf '%s\\n' "$*" >> '${log}'\nexec '${real}' "$@"\n`, { mode: 0o755 });
+  const commands = () => (existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter(Boolean) : [])
+    .map((line) => line.replace(/^--git-dir \S+ /, '').split(' ')[0]!);
+  return { env: { ...process.env, PATH: `${bin}:${process.env.PATH}` }, commands };
 }
 
 /** State letter and parent pid of a process from /proc/PID/stat, or null when it is gone. */

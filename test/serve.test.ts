@@ -9,8 +9,10 @@ import http from 'isomorphic-git/http/node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parseCgiHead } from '../mesh-cli/server/cgi.js';
 import { startGitServer } from '../mesh-cli/server/git-http.js';
+import { mainStamp, SETTLE_MS } from '../mesh-cli/server/main-stamp.js';
+import { passwordHash } from '../mesh-cli/server/operators.js';
 import {
-  childrenOf, git as gitBin, gitProcessesServing, halfPost, isAlive, makeData, rawGet, startServe, waitFor, type Serve,
+  childrenOf, git as gitBin, gitProcessesServing, gitSpy, halfPost, isAlive, makeData, rawGet, startServe, waitFor, type Serve,
 } from './serve.helpers.js';
 
 let tmp: string;
@@ -142,6 +144,119 @@ describe('mesh-cli serve', { timeout: 30_000 }, () => {
     await expect(startServe(bundle, ['--data', missing, '--port', '0'])).rejects.toThrow(
       `exited with 2 before listening: error: --data ${missing} does not exist: pass --data a folder that holds bare repositories`,
     );
+  });
+});
+
+/** Commit nodes/web-1/node.yaml naming the sha256 of `password` (none: revoked) in the checkout `work`; returns the commit. */
+async function commitIdentity(root: string, work: string, password: string | null): Promise<string> {
+  const credential = password === null ? '' : `credential:\n  sha256: ${passwordHash(password)}\n`;
+  fs.mkdirSync(join(work, 'nodes/web-1'), { recursive: true });
+  writeFileSync(join(work, 'nodes/web-1/node.yaml'), `node: web-1\ngeneration: 1\n${credential}`);
+  await gitBin(root, work, 'add', '-A');
+  await gitBin(root, work, 'commit', '--quiet', '-m', `web-1: ${password ?? 'revoked'}`);
+  return (await gitBin(root, work, 'rev-parse', 'HEAD')).trim();
+}
+
+/**
+ * DATA/fleet.git whose main lets web-1 in with the password "one", a checkout of it, and an
+ * authenticating serve (operator:op-secret); with `spy`, the git commands serve runs are logged.
+ * `statuses()` answers [status for "one", status for "two"] of a request as web-1.
+ */
+async function nodeFleet(spy = false) {
+  const root = mkdtempSync(join(tmp, 'auth-'));
+  const data = await makeData(root);
+  writeFileSync(join(data, 'operators'), `operator:${passwordHash('op-secret')}\n`, { mode: 0o600 });
+  const bare = join(data, 'fleet.git');
+  const work = join(root, 'work');
+  await gitBin(root, root, 'init', '--quiet', '--initial-branch', 'main', work);
+  const first = await commitIdentity(root, work, 'one');
+  await gitBin(root, work, 'push', '--quiet', bare, 'main');
+  const git = spy ? gitSpy(root) : undefined;
+  const serve = await startServe(bundle, ['--data', data, '--port', '0'], git?.env);
+  running.push(serve);
+  const asWeb1 = async (password: string) => {
+    const res = await fetch(`${serve.url}fleet.git/info/refs?service=git-upload-pack`, {
+      headers: { Authorization: `Basic ${Buffer.from(`web-1:${password}`).toString('base64')}` },
+    });
+    await res.arrayBuffer();
+    return res.status;
+  };
+  const statuses = async () => [await asWeb1('one'), await asWeb1('two')];
+  return { root, bare, work, first, serve, statuses, gitCommands: () => git!.commands() };
+}
+
+/** Wait until files changed now are old enough for serve to trust their stamp (main-stamp.ts). */
+const settle = () => new Promise((r) => setTimeout(r, SETTLE_MS + 100));
+
+describe('mesh-cli serve: a node authenticates against main as it is now', { timeout: 30_000 }, () => {
+  it('refuses a credential at the first request after a revoke is pushed, though main was cached', async () => {
+    const f = await nodeFleet();
+    await settle();
+    expect(await f.statuses()).toEqual([200, 401]);
+    expect(await f.statuses()).toEqual([200, 401]);
+    const origin = `${f.serve.url.replace('://', '://operator:op-secret@')}fleet.git`;
+    await commitIdentity(f.root, f.work, null);
+    await gitBin(f.root, f.work, 'push', '--quiet', origin, 'main');
+    expect(await f.statuses()).toEqual([401, 401]);
+    await commitIdentity(f.root, f.work, 'two');
+    await gitBin(f.root, f.work, 'push', '--quiet', origin, 'main');
+    expect(await f.statuses()).toEqual([401, 200]);
+  });
+
+  it('sees main moved in the bare repository itself, by update-ref and then only in packed-refs', async () => {
+    const f = await nodeFleet();
+    const second = await commitIdentity(f.root, f.work, 'two');
+    await gitBin(f.root, f.work, 'push', '--quiet', f.bare, 'main:next');
+    const inBare = (...args: string[]) => gitBin(f.root, f.bare, ...args);
+    const loose = join(f.bare, 'refs/heads/main');
+    // After each change, wait: the answer must come from a stamp serve trusts, not from a change too recent to trust.
+    await settle();
+    expect(await f.statuses()).toEqual([200, 401]);
+    await inBare('update-ref', 'refs/heads/main', second);
+    await settle();
+    expect(await f.statuses()).toEqual([401, 200]);
+    await inBare('pack-refs', '--all');
+    await settle();
+    expect(fs.existsSync(loose)).toBe(false);
+    expect(await f.statuses()).toEqual([401, 200]);
+    // Back to the first commit, packed again: HEAD and the (absent) loose ref look as before; only packed-refs changed.
+    await inBare('update-ref', 'refs/heads/main', f.first);
+    await inBare('pack-refs', '--all');
+    await settle();
+    expect(fs.existsSync(loose)).toBe(false);
+    expect(await f.statuses()).toEqual([200, 401]);
+  });
+
+  it('trusts a stamp only of settled plain ref files: a fresh change, reftable, a symref branch or a detached HEAD ask git', async () => {
+    const root = mkdtempSync(join(tmp, 'stamp-'));
+    const bare = join(await makeData(root), 'fleet.git');
+    const work = join(root, 'work');
+    await gitBin(root, root, 'init', '--quiet', '--initial-branch', 'main', work);
+    const commit = await commitIdentity(root, work, 'one');
+    await gitBin(root, work, 'push', '--quiet', bare, 'main');
+    const inBare = (...args: string[]) => gitBin(root, bare, ...args);
+    const asks = (now = Date.now() + 60_000) => (mainStamp(bare, now) === null ? 'git' : 'stamp');
+    const seen: Record<string, string> = { fresh: asks(Date.now()), settled: asks() };
+    fs.mkdirSync(join(bare, 'reftable'));
+    seen.reftable = asks();
+    fs.rmdirSync(join(bare, 'reftable'));
+    const config = fs.readFileSync(join(bare, 'config'), 'utf8');
+    writeFileSync(join(bare, 'config'), `${config}[extensions]\n\trefStorage = reftable\n`);
+    seen.refStorage = asks();
+    writeFileSync(join(bare, 'config'), config);
+    await inBare('symbolic-ref', 'refs/heads/alias', 'refs/heads/main');
+    await inBare('symbolic-ref', 'HEAD', 'refs/heads/alias');
+    seen.symrefBranch = asks();
+    await inBare('update-ref', '--no-deref', 'HEAD', commit);
+    seen.detached = asks();
+    expect(seen).toEqual({ fresh: 'git', settled: 'stamp', reftable: 'git', refStorage: 'git', symrefBranch: 'git', detached: 'git' });
+  });
+
+  it('runs no git rev-parse for requests while main is unchanged', async () => {
+    const f = await nodeFleet(true);
+    await settle();
+    for (let i = 0; i < 5; i++) expect(await f.statuses()).toEqual([200, 401]);
+    expect(f.gitCommands()).toEqual(['--exec-path', 'rev-parse', 'cat-file']);
   });
 });
 

@@ -3,9 +3,11 @@
  * authenticates as itself with the credential its token carried, checked against the sha256
  * that nodes/<node>/node.yaml names on the main branch of the repository it asks for. The
  * identity is read from git at every change of main (cached by main's commit), so a pushed
- * `mesh-cli revoke` or a new token refuses the old credential at once. What a node may push is
- * decided by the pre-receive hook (hooks.ts); its advertisements hide every other node's
- * report branch, so they stay small however many nodes the fleet has.
+ * `mesh-cli revoke` or a new token refuses the old credential at once. Whether main moved is
+ * known from the stat of the files that hold it (main-stamp.ts), without a git process per
+ * request; git is asked when they changed, or when they cannot be trusted. What a node may
+ * push is decided by the pre-receive hook (hooks.ts); its advertisements hide every other
+ * node's report branch, so they stay small however many nodes the fleet has.
  */
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
@@ -13,6 +15,7 @@ import { promisify } from 'node:util';
 import { NODE_NAME, NodeIdentity } from '../../schema/fleet.js';
 import { loadYaml } from '../../schema/load.js';
 import type { Authorizer, AuthResult } from './auth.js';
+import { mainStamp } from './main-stamp.js';
 import { matchesHash, Operators, operatorsFile } from './operators.js';
 
 const run = promisify(execFile);
@@ -42,20 +45,38 @@ export function nodeRefs(node: string): Array<[string, string]> {
   ]);
 }
 
-/** Node identities read from the main branch (HEAD) of each repository, cached per commit of main. */
+/** The node identities read at one commit of main. */
+interface IdentitiesAtMain {
+  main: string;
+  /** mainStamp() taken before git was asked for `main`; null: ask again at the next request. */
+  stamp: string | null;
+  nodes: Map<string, NodeIdentity | null>;
+}
+
+/** Node identities read from the main branch (HEAD) of each repository, cached per commit of main (itself cached by mainStamp()). */
 class IdentityCache {
-  private readonly repos = new Map<string, { main: string; nodes: Map<string, NodeIdentity | null> }>();
+  private readonly repos = new Map<string, IdentitiesAtMain>();
 
   constructor(private readonly data: string) {}
 
   async get(repo: string, node: string): Promise<NodeIdentity | null> {
     const dir = join(this.data, repo);
+    const cached = await this.atMain(repo, dir);
+    if (cached === null) return null;
+    if (!cached.nodes.has(node)) cached.nodes.set(node, await readIdentity(dir, cached.main, node));
+    return cached.nodes.get(node) ?? null;
+  }
+
+  /** The identities at main's commit: the last one while the files that hold main are unchanged, else the one git names. */
+  private async atMain(repo: string, dir: string): Promise<IdentitiesAtMain | null> {
+    const stamp = mainStamp(dir); // taken before git runs, so that a change racing it is seen at the next request
+    const cached = this.repos.get(repo);
+    if (stamp !== null && cached?.stamp === stamp) return cached;
     const main = await git(dir, ['rev-parse', '--verify', '--quiet', 'HEAD^{commit}']);
     if (!main) return null;
-    let cached = this.repos.get(repo);
-    if (cached?.main !== main) this.repos.set(repo, (cached = { main, nodes: new Map() }));
-    if (!cached.nodes.has(node)) cached.nodes.set(node, await readIdentity(dir, main, node));
-    return cached.nodes.get(node) ?? null;
+    const entry = { main, stamp, nodes: cached?.main === main ? cached.nodes : new Map<string, NodeIdentity | null>() };
+    this.repos.set(repo, entry);
+    return entry;
   }
 }
 
