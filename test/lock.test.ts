@@ -3,7 +3,8 @@
  * root that one is working on fails at once and says who holds it, and a lock left by a
  * host that was killed (or by a pid that now belongs to another process) does not wedge the
  * next run. The first host is held inside its pass by a role file that is a FIFO: it has
- * taken the lock and blocks reading its declaration until the test writes it.
+ * taken the lock and blocks reading its declaration until the test writes it. An enrolment
+ * meets the same lock, before it uses its one-time token.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, constants, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -12,7 +13,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
-import { hostCmd, MESH_HOST, newMachine, runProgram } from './helpers/fleet.js';
+import { cli, createFleet, git, hostCmd, MESH_HOST, newMachine, runProgram } from './helpers/fleet.js';
+import { snapshot } from './helpers/snapshot.js';
 
 const ROLE = 'resources:\n  - type: file\n    path: /etc/motd\n    content: "locked\\n"\n';
 
@@ -48,6 +50,12 @@ async function feed(fifo: string, done: Promise<unknown>): Promise<void> {
   await done;
   if (!fed) closeSync(openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK));
   await write;
+}
+
+/** mesh-host's own files under `root` (config, node key, credential, store, git, lock), which snapshot() leaves out. */
+function hostState(root: string): Record<string, Record<string, string>> {
+  const dirs = ['etc/mesh-host', 'var/lib/mesh-host'].filter((d) => existsSync(join(root, d)));
+  return Object.fromEntries(dirs.map((d) => [d, snapshot(join(root, d))]));
 }
 
 async function waitFor(check: () => boolean, what: string): Promise<void> {
@@ -138,5 +146,44 @@ describe('one host process per root', () => {
     const end = await host.done;
     expect(end.signal === 'SIGTERM' || end.code === 0, JSON.stringify(end)).toBe(true);
     expect(existsSync(lock)).toBe(false);
+  });
+
+  it('enrol on a root that one is working on fails at once, changes nothing and leaves the token unused for a retry', async () => {
+    const fleet = await createFleet();
+    const { root, bundle, fifo, lock } = await blockedBundle();
+    const first = startHost(root, bundle);
+    let fed = false;
+    try {
+      const tokenFile = join(fleet.dir, 'web-1.token');
+      const issued = await cli(fleet.checkout, 'token', 'issue', 'web-1', '--out', tokenFile);
+      expect(issued.code, issued.stderr).toBe(0);
+      await git(fleet.checkout, 'push', '--quiet');
+      const tokenText = readFileSync(tokenFile, 'utf8');
+      await waitFor(() => existsSync(lock), 'the first host to take the lock');
+      const before = { machine: snapshot(root), host: hostState(root) };
+
+      const refused = await hostCmd(root, 'enrol', '--token-file', tokenFile);
+      expect(refused.stdout).toBe('');
+      expect(refused.stderr).toBe(`mesh-host: another mesh-host (pid ${first.proc.pid}) is working on ${root}; wait for it to finish, or stop it\n`);
+      expect(refused.code).toBe(2);
+      expect({ machine: snapshot(root), host: hostState(root) }).toEqual(before);
+      for (const f of ['etc/mesh-host/config.json', 'etc/mesh-host/node.key', 'etc/mesh-host/credential.json']) expect(existsSync(join(root, f)), f).toBe(false);
+      expect(readFileSync(tokenFile, 'utf8')).toBe(tokenText);
+      expect(await git(fleet.checkout, 'ls-remote', 'origin', 'refs/heads/reports/web-1')).toBe(''); // no report: the token is unused
+
+      fed = true;
+      await feed(fifo, first.done);
+      expect(await first.done).toMatchObject({ code: 0, stderr: '' });
+      const retried = await hostCmd(root, 'enrol', '--token-file', tokenFile, '--json');
+      expect(retried.stderr).toBe('');
+      expect(retried.code).toBe(0);
+      expect(JSON.parse(retried.stdout)).toMatchObject({ node: 'web-1', generation: 1 });
+      expect(existsSync(join(root, 'etc/mesh-host/config.json'))).toBe(true);
+      expect(existsSync(tokenFile)).toBe(false);
+      expect(existsSync(lock)).toBe(false);
+    } finally {
+      if (!fed) await feed(fifo, first.done); // a failed expectation must not leave the host blocked
+      await fleet.close();
+    }
   });
 });

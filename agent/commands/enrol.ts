@@ -7,7 +7,9 @@
  * is applied. Only then does it write its config and delete the token file; a failed push
  * leaves the token file in place so that enrolment can simply be run again. The token's signer
  * keys become the host's trusted set, and the anchor it must never go back from is kept, or
- * recovered from the last report (enrol-trust.ts).
+ * recovered from the last report (enrol-trust.ts). It holds the root's lock throughout, from
+ * just after the token file is read: an enrolment refused because another mesh-host is working
+ * on the root has changed nothing and used nothing, so the same token works once that host is done.
  */
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import type { HttpClient } from 'isomorphic-git';
@@ -24,7 +26,8 @@ import { fleetHttp } from '../fleet/http.js';
 import { openFleetRepo, type FleetRepo } from '../fleet/git.js';
 import { collectInventory } from '../inventory.js';
 import { enrolmentTrust, tokenRefused } from '../enrol-trust.js';
-import { hostPaths } from '../paths.js';
+import { acquireLock } from '../lock.js';
+import { hostPaths, type HostPaths } from '../paths.js';
 import { collectProfile } from '../profile.js';
 import { buildReport, recordReport, reportRef, sendReports, sha256 } from '../report.js';
 import type { ResourceContext } from '../resources/handler.js';
@@ -44,8 +47,18 @@ export interface EnrolResult {
 
 /** Enrol the machine at `ctx.root` with the token in `tokenFile`. */
 export async function enrol(tokenFile: string, ctx: ResourceContext): Promise<EnrolResult> {
+  // The token is read first (a file of the operator's, not host state): a bad one is refused without touching the root.
   const token = readToken(tokenFile, ctx.now());
   const paths = hostPaths(ctx.root);
+  const release = acquireLock(paths);
+  try {
+    return await enrolLocked(token, tokenFile, paths, ctx);
+  } finally {
+    release();
+  }
+}
+
+async function enrolLocked(token: TokenFile, tokenFile: string, paths: HostPaths, ctx: ResourceContext): Promise<EnrolResult> {
   const existing = readConfig(paths);
   if (existing?.node === token.node && existing.generation >= token.generation) {
     throw new MeshError('E_TOKEN_USED', `this machine is already enrolled as ${existing.node} generation ${existing.generation}; the token (generation ${token.generation}) cannot be used again. Issue a new token to re-enrol`);
