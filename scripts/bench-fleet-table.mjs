@@ -33,7 +33,7 @@ export function printTable(r) {
     [`all poll at once: wall, server CPU`, a.noopPoll ? `${s(a.noopPoll.wallS, 1)}, ${s(a.noopPoll.serverCpuS, 1)}` : '-', '', ''],
     [`changed polls, 32 at a time: wall, server CPU`, a.changedPoll ? `${s(a.changedPoll.wallS, 1)}, ${s(a.changedPoll.serverCpuS, 1)}` : '-', '', ''],
     ['mesh-cli status --json, first run in a new checkout', statusLine(a.statusCold), statusLine(b.statusCold), ''],
-    [`mesh-cli status --json, every report changed since the last run${b.statusEvery ? ` (median of ${b.statusEvery.length} runs)` : ''}`, statusLine(a.status), statusLine(b.status), ''],
+    [`mesh-cli status --json, every report changed since the last run${b.statusEvery ? ` (${b.nodes} nodes: median of ${b.statusEvery.length} runs)` : ''}`, statusLine(a.status), statusLine(b.status), ''],
     ['  each run: wall (CPU)', '', b.statusEvery ? b.statusEvery.map((x) => `${s(x.totalS)} (${s(x.cpuS, 1)})`).join(', ') : '-', ''],
     ['  a tenth of the reports changed', '', statusLine(b.statusTenth), ''],
     ['  nothing changed', '', statusLine(b.statusSame), ''],
