@@ -5,6 +5,9 @@
  * only through a commit that passes the check against the keys trusted before it; `trust: none`
  * takes effect the same way. An operator allows a rollback with a marker commit at the tip,
  * signed by a trusted key, whose message ends with `Mesh-Allow-Rollback: <last applied commit or any>`.
+ * `any` counts only for a marker committed after the host took its anchor: the committer time is
+ * part of what the signature covers, so a server that replays an old `any` marker to a host that
+ * has moved on since cannot roll it back again.
  */
 import { loadYaml } from '../schema/load.js';
 import { MeshConfig } from '../schema/fleet.js';
@@ -66,8 +69,10 @@ export async function checkTip(src: TipSource, state: TrustState, tip: string, n
   if (anchor) {
     const ancestry = await descendsDeepening(src.gitdir, tip, anchor.commit, src.deepen);
     if (ancestry !== 'yes') {
-      const marked = trailers(commit.message, ROLLBACK_TRAILER).some((v) => v === 'any' || (v.length >= 12 && anchor.commit.startsWith(v)));
-      if (!marked || (verdict && !verdict.ok)) return rollback(tip, anchor.commit, ancestry, marked, verdict);
+      const values = trailers(commit.message, ROLLBACK_TRAILER);
+      const stale = values.includes('any') && !committedSince(commit, anchor.at);
+      const marked = values.some((v) => (v === 'any' && !stale) || (v.length >= 12 && anchor.commit.startsWith(v)));
+      if (!marked || (verdict && !verdict.ok)) return rollback(tip, anchor, ancestry, { marked, stale }, verdict);
     } else if (verdict && !verdict.ok) {
       const keys = await rotatedKeys(src, state, tip, anchor.commit);
       if (keys) verdict = verifyParsed(commit, keys);
@@ -79,12 +84,26 @@ export async function checkTip(src: TipSource, state: TrustState, tip: string, n
   return { ok: true, signer, state: { format: 1, ...(settings ?? { mode: state.mode, signers: state.signers }), anchor: { commit: tip, signer, at: now.toISOString() } } };
 }
 
-function rollback(tip: string, anchor: string, ancestry: 'no' | 'unknown', marked: boolean, verdict: CommitVerdict | null): { ok: false } & Refusal {
-  const why = ancestry === 'no' ? `does not descend from ${short(anchor)}, the last commit this host applied (main was force-pushed back or rewritten)` : `cannot be shown to descend from ${short(anchor)}, the last commit this host applied, within the history it fetched`;
-  const marker = marked && verdict && !verdict.ok ? `; its ${ROLLBACK_TRAILER} marker does not count because ${verdict.message}` : '';
-  const allow = `to allow going back, commit on top of the older main a marker signed by a trusted key, with the trailer '${ROLLBACK_TRAILER}: ${anchor}' (or 'any'), and push it`;
+/**
+ * Whether `commit` was committed no earlier than the second the host took its anchor (`at`). The
+ * committer time is the operator's clock: a marker made within clock skew of that moment may be
+ * refused, and one that names the anchor's commit is never affected.
+ */
+function committedSince(commit: CommitObject, at: string): boolean {
+  const head = commit.payload.toString('utf8');
+  const end = head.indexOf('\n\n');
+  const seconds = /^committer .* (\d+) [+-]\d{4}$/m.exec(end < 0 ? head : head.slice(0, end))?.[1];
+  const since = Date.parse(at);
+  return seconds !== undefined && !Number.isNaN(since) && Number(seconds) >= Math.floor(since / 1000);
+}
+
+function rollback(tip: string, anchor: NonNullable<TrustState['anchor']>, ancestry: 'no' | 'unknown', marker: { marked: boolean; stale: boolean }, verdict: CommitVerdict | null): { ok: false } & Refusal {
+  const why = ancestry === 'no' ? `does not descend from ${short(anchor.commit)}, the last commit this host applied (main was force-pushed back or rewritten)` : `cannot be shown to descend from ${short(anchor.commit)}, the last commit this host applied, within the history it fetched`;
+  const unsigned = marker.marked && verdict && !verdict.ok ? `; its ${ROLLBACK_TRAILER} marker does not count because ${verdict.message}` : '';
+  const stale = marker.stale && !marker.marked ? `; its '${ROLLBACK_TRAILER}: any' marker does not count because it was committed before this host applied ${short(anchor.commit)} (at ${anchor.at}): an old marker replayed would roll the host back again` : '';
+  const allow = `to allow going back, commit on top of the older main a marker signed by a trusted key, with the trailer '${ROLLBACK_TRAILER}: ${anchor.commit}' (or 'any'), and push it`;
   const signer = verdict?.ok ? verdict.signer : verdict ? verdict.signer : null;
-  return { ok: false, code: ancestry === 'no' ? 'E_ROLLBACK' : 'E_ANCESTRY_UNKNOWN', message: `rollback refused: main's tip ${short(tip)} ${why}${marker}; ${allow}`, signer };
+  return { ok: false, code: ancestry === 'no' ? 'E_ROLLBACK' : 'E_ANCESTRY_UNKNOWN', message: `rollback refused: main's tip ${short(tip)} ${why}${unsigned}${stale}; ${allow}`, signer };
 }
 
 /**

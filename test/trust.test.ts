@@ -10,6 +10,7 @@ import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { verifyCommit } from '../agent/trust.js';
@@ -162,6 +163,31 @@ describe('hosts apply only signed declarations, and never go backwards', () => {
     expect(back.code, back.stderr).toBe(0);
     expect(back.body).toMatchObject({ outcome: 'applied', lastApplied: await git(fleet.checkout, 'rev-parse', 'HEAD') });
     expect(readFileSync(join(root, 'etc/motd'), 'utf8')).toBe('one\n');
+  });
+
+  it("an 'any' marker rolls a host back once; replayed by the server after the host moved on, it is refused", async () => {
+    const six = await fleet.commit(motd('six'), 'web-1: six');
+    expect((await host(root, 'run', '--once')).body).toMatchObject({ outcome: 'applied', lastApplied: six });
+    // The operator goes back to 'one' on every host at once, with a signed marker that names no anchor.
+    await git(fleet.checkout, 'reset', '--quiet', '--hard', c.one!);
+    await git(fleet.checkout, 'commit', '--quiet', '--allow-empty', '-m', 'roll back to one', '-m', 'Mesh-Allow-Rollback: any');
+    const any = await git(fleet.checkout, 'rev-parse', 'HEAD');
+    await git(fleet.checkout, 'push', '--quiet', '--force', 'origin', 'HEAD:main');
+    const back = await host(root, 'run', '--once');
+    expect(back.body, back.stderr).toMatchObject({ outcome: 'applied', lastApplied: any });
+    expect(readFileSync(join(root, 'etc/motd'), 'utf8')).toBe('one\n');
+    // The fleet moves on (a commit time is in seconds: the host takes 'seven' in a later second than the marker's).
+    await sleep(1100);
+    const seven = await fleet.commit(motd('seven'), 'web-1: seven');
+    expect((await host(root, 'run', '--once')).body).toMatchObject({ outcome: 'applied', lastApplied: seven });
+    const moved = snapshot(root);
+    // A server that replays the old marker as main's tip cannot take the host back with it.
+    await git(fleet.checkout, 'push', '--quiet', '--force', 'origin', `${any}:main`);
+    const replayed = await host(root, 'run', '--once');
+    expect(replayed.body).toMatchObject({ outcome: 'untrusted', commit: any, lastApplied: seven, errors: [{ code: 'E_ROLLBACK' }] });
+    expect(replayed.body.errors[0].message).toContain(`its 'Mesh-Allow-Rollback: any' marker does not count because it was committed before this host applied ${seven!.slice(0, 12)}`);
+    expect(snapshot(root)).toEqual(moved);
+    await git(fleet.checkout, 'push', '--quiet', '--force', 'origin', `${seven}:main`);
   });
 
   it('a host whose whole state folder was lost still refuses to go back: re-enrolment takes the anchor from its last report', async () => {
