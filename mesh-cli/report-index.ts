@@ -104,6 +104,9 @@ export async function refreshIndex(fleet: Fleet, mainRef: string, network: Netwo
       if (!(e instanceof DamagedIndex)) throw e;
       console.error(damagedNote(e.file));
       rmSync(e.file, { force: true });
+      // New threads for the new run: the old ones add what they verify to the old run's vouch memo.
+      (pool as VerifyPool | null)?.close();
+      pool = null;
       return run();
     });
   } finally {
