@@ -7,7 +7,7 @@
 import * as fs from 'node:fs';
 import { join } from 'node:path';
 import git from 'isomorphic-git';
-import { parseCommitObject } from './commit-object.js';
+import { parseCommitObject } from '../core/git/commit.js';
 
 export type Ancestry = 'yes' | 'no' | 'unknown';
 

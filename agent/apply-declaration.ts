@@ -5,9 +5,9 @@
  */
 import type { ResourceResult } from '../schema/report.js';
 import { applyPlan, observe } from './apply.js';
-import { loadDeclaration, type TreeReader } from './declaration.js';
+import { loadDeclaration, type TreeReader } from '../core/declaration/load.js';
 import type { Host } from './host.js';
-import { plan, type Step } from './plan.js';
+import { plan, type Step } from '../core/plan.js';
 import type { ReportBody } from './report.js';
 import { handlerFor } from './resources/index.js';
 import type { Store } from './store.js';

@@ -9,10 +9,10 @@ import { join } from 'node:path';
 import type { HttpClient } from 'isomorphic-git';
 import type { NodeIdentity } from '../schema/fleet.js';
 import type { BriefingLine, Report } from '../schema/report.js';
-import { messageOf } from './errors.js';
+import { messageOf } from '../core/errors.js';
 import { hasPackageManager } from './profile.js';
 import type { Store } from './store.js';
-import { verifyReport } from './verify-report.js';
+import { verifyReport } from '../core/report/verify.js';
 
 /** Largest difference from the git server's clock that a node may have. */
 export const MAX_CLOCK_SKEW_MS = 5 * 60_000;

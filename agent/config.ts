@@ -6,11 +6,11 @@
 import { existsSync, readFileSync } from 'node:fs';
 import type { KeyObject } from 'node:crypto';
 import * as z from 'zod';
-import { loadYamlOrThrow } from '../schema/load.js';
+import { loadYamlOrThrow } from '../core/load.js';
 import { BriefingLine } from '../schema/report.js';
 import { writeFileAtomic } from './atomic.js';
 import type { HostPaths } from './paths.js';
-import { decodePrivateKey, encodePrivateKey } from './sign/sshsig.js';
+import { decodePrivateKey, encodePrivateKey } from '../core/sign/sshsig.js';
 
 export const HostConfig = z.strictObject({
   format: z.literal(1),

@@ -9,8 +9,8 @@
 import { createHash } from 'node:crypto';
 import { readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import type { Declaration, TreeReader } from './declaration.js';
-import { HOST_VERSION } from './version.js';
+import type { Declaration, TreeReader } from '../core/declaration/load.js';
+import { HOST_VERSION } from '../core/version.js';
 
 interface Answer {
   op: 'list' | 'read';

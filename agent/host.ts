@@ -6,7 +6,7 @@
  * not at start-up, so that a command that never opens one (`apply --bundle`) need not load it.
  */
 import type { KeyObject } from 'node:crypto';
-import { MeshError } from './errors.js';
+import { MeshError } from '../core/errors.js';
 import { readConfig, readCredential, readNodeKey, type HostConfig } from './config.js';
 import type { FleetRepo } from './fleet/git.js';
 import { acquireLock } from './lock.js';

@@ -6,7 +6,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { resourceId, type Resource } from '../schema/declaration.js';
 import type { Inventory } from '../schema/report.js';
-import { messageOf } from './errors.js';
+import { messageOf } from '../core/errors.js';
 import { underRoot } from './paths.js';
 import { readNode } from './resources/node.js';
 

@@ -7,13 +7,13 @@ import * as fs from 'node:fs';
 import git from 'isomorphic-git';
 import type { ResourceResult } from '../schema/report.js';
 import { treeReader } from './fleet/tree.js';
-import { reportRef } from './report.js';
+import { reportRef, STATUS_FILE } from '../core/report/branch.js';
 
 /** The resources the last report of `node` in `gitdir` lists as failed, with their errors; empty when there is none or it cannot be read. */
 export async function failedInLastReport(gitdir: string, node: string): Promise<Map<string, string>> {
   try {
     const tip = await git.resolveRef({ fs, gitdir, ref: reportRef(node) });
-    const text = await treeReader(gitdir, tip, () => ({})).read('status.json');
+    const text = await treeReader(gitdir, tip, () => ({})).read(STATUS_FILE);
     return text === null ? new Map() : failedLines(JSON.parse(text));
   } catch {
     return new Map(); // no git dir, no report yet, or one this host cannot read: the report has nothing to add

@@ -9,7 +9,7 @@
  */
 import { linkSync, mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { MeshError } from './errors.js';
+import { MeshError } from '../core/errors.js';
 import type { HostPaths } from './paths.js';
 
 interface Holder {

@@ -4,11 +4,12 @@
  * builds the real clock, process runner and logger, and the one place errors become exit
  * codes and messages (a stack trace is for bugs, not for bad input).
  */
-import { Command, InvalidArgumentError } from 'commander';
-import { MeshError, messageOf } from './errors.js';
+import { Command } from 'commander';
+import { parseDuration } from '../core/duration.js';
+import { MeshError, messageOf } from '../core/errors.js';
 import { realExec } from './exec.js';
 import type { ResourceContext } from './resources/handler.js';
-import { HOST_VERSION } from './version.js';
+import { HOST_VERSION } from '../core/version.js';
 
 // Each command is imported when it runs: a process starts often (every `apply`, every upgrade's
 // smoke run) and loading git, the logger and the report code it does not use is most of its start.
@@ -68,14 +69,6 @@ withRoot(program.command('rollback').description('put the last good host version
   console.log(o.json ? JSON.stringify(result) : result.message);
   if (!result.rolledBack) process.exitCode = 1;
 });
-
-/** "60s", "5m", "1h", "500ms" or plain seconds. */
-function parseDuration(text: string): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
-  if (!m) throw new InvalidArgumentError('use a duration such as 30s, 5m or 1h');
-  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] ?? 's']!;
-  return Number(m[1]) * unit;
-}
 
 program.parseAsync().catch((e: unknown) => {
   if (e instanceof MeshError) {

@@ -4,7 +4,7 @@
  */
 import { lstatSync } from 'node:fs';
 import { isAbsolute, join, normalize, resolve, sep } from 'node:path';
-import { MeshError } from './errors.js';
+import { MeshError } from '../core/errors.js';
 
 export interface HostPaths {
   root: string;

@@ -7,7 +7,7 @@
 import { dirname, join, posix } from 'node:path';
 import type { Resource } from '../schema/declaration.js';
 import { resourceId } from '../schema/resource-id.js';
-import type { Step } from './plan.js';
+import type { Step } from '../core/plan.js';
 import { readGroup, readPasswd } from './resources/accounts.js';
 
 export interface PreflightProblem {

@@ -7,7 +7,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { arch, cpus, release, totalmem } from 'node:os';
 import type { Profile } from '../schema/report.js';
 import { underRoot } from './paths.js';
-import { HOST_VERSION } from './version.js';
+import { HOST_VERSION } from '../core/version.js';
 
 /** os-release fields, arch, kernel, cpus, memory, package manager and init system of the machine at `root`. */
 export function collectProfile(root: string): Profile {

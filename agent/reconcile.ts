@@ -27,12 +27,12 @@
  *   says nothing new is not sent again until the heartbeat is due.
  */
 import { NodeIdentity } from '../schema/fleet.js';
-import { loadYamlOrThrow } from '../schema/load.js';
+import { loadYamlOrThrow } from '../core/load.js';
 import type { Report } from '../schema/report.js';
 import { applyDeclaration } from './apply-declaration.js';
 import { ineligibleErrors } from './briefing.js';
-import { loadDeclaration, nodeDir, type TreeReader } from './declaration.js';
-import { MeshError, messageOf } from './errors.js';
+import { loadDeclaration, nodeDir, type TreeReader } from '../core/declaration/load.js';
+import { MeshError, messageOf } from '../core/errors.js';
 import type { Host } from './host.js';
 import { buildReport, recordReport, sameAsLast, sendReports, type ReportBody } from './report.js';
 import { credentialRefused, nothingApplied, sealed, trustStage } from './trust-gate.js';

@@ -9,9 +9,10 @@ import { createHash, type KeyObject } from 'node:crypto';
 import { REPORT_NAMESPACE, type OwnedRecord, type Report } from '../schema/report.js';
 import type { HostConfig } from './config.js';
 import type { FleetRepo } from './fleet/git.js';
-import { gitSigner, signSsh } from './sign/sshsig.js';
+import { gitSigner, signSsh } from '../core/sign/sshsig.js';
 import type { Store } from './store.js';
-import { HOST_VERSION } from './version.js';
+import { HOST_VERSION } from '../core/version.js';
+import { SIGNATURE_FILE, STATUS_FILE, reportRef } from '../core/report/branch.js';
 
 export type ReportBody = Pick<Report, 'kind' | 'commit' | 'digest' | 'outcome' | 'errors' | 'resources'> & Partial<Pick<Report, 'counts' | 'profile' | 'inventory' | 'briefing' | 'signer' | 'trust' | 'lastApplied'>>;
 
@@ -56,7 +57,7 @@ export async function recordReport(repo: FleetRepo, store: Store, report: Report
   const message = `report ${report.node} #${report.sequence}: ${report.outcome}${report.commit ? ` at ${report.commit.slice(0, 12)}` : ''}`;
   // A report that says nothing new is a heartbeat: it replaces a heartbeat at the tip, so history grows with changes, not time.
   const heartbeat = report.kind !== 'enrolment' && sameAsLast(store, report);
-  const oid = await repo.commit(reportRef(report.node), { 'status.json': text, 'status.json.sig': signature }, message, gitSigner(key), { heartbeat });
+  const oid = await repo.commit(reportRef(report.node), { [STATUS_FILE]: text, [SIGNATURE_FILE]: signature }, message, gitSigner(key), { heartbeat });
   store.data.report = { sequence: report.sequence, hash: sha256(text), contentHash: contentHash(report), at: report.observedAt, pushed: false };
   store.save();
   return oid;
@@ -67,11 +68,6 @@ export async function sendReports(repo: FleetRepo, store: Store, node: string): 
   await repo.push(reportRef(node));
   store.data.report.pushed = true;
   store.save();
-}
-
-/** The node's report branch, by its full ref name. */
-export function reportRef(node: string): string {
-  return `refs/heads/reports/${node}`;
 }
 
 /** `sha256:<hex>` of `text`: how a report names the one before it. */

@@ -8,7 +8,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { writeFileAtomic } from './atomic.js';
-import { MeshError } from './errors.js';
+import { MeshError } from '../core/errors.js';
 import type { StoreChecks, StoreData } from './store-checks.js';
 
 export type { StoreData };

@@ -7,7 +7,7 @@
  */
 import type { Report, Signer } from '../schema/report.js';
 import { readCommitBytes } from './ancestry.js';
-import { MeshError } from './errors.js';
+import { MeshError } from '../core/errors.js';
 import type { Host } from './host.js';
 import type { ReportBody } from './report.js';
 import { checkTip, type Refusal } from './trust.js';

@@ -9,13 +9,13 @@
  * part of what the signature covers, so a server that replays an old `any` marker to a host that
  * has moved on since cannot roll it back again.
  */
-import { loadYaml } from '../schema/load.js';
+import { loadYaml } from '../core/load.js';
 import { MeshConfig } from '../schema/fleet.js';
 import type { Signer } from '../schema/report.js';
 import { descendsDeepening, readCommitBytes } from './ancestry.js';
-import { parseCommitObject, trailers, type CommitObject } from './commit-object.js';
-import type { TreeReader } from './declaration.js';
-import { fingerprint, sameKey, verifySsh } from './sign/sshsig.js';
+import { parseCommitObject, trailers, type CommitObject } from '../core/git/commit.js';
+import type { TreeReader } from '../core/declaration/load.js';
+import { fingerprint, sameKey, verifySsh } from '../core/sign/sshsig.js';
 import { keysOfLines, type TrustedKey, type TrustState } from './trust-state.js';
 
 export const ROLLBACK_TRAILER = 'Mesh-Allow-Rollback';

@@ -11,10 +11,10 @@
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import * as z from 'zod';
-import { loadYamlOrThrow } from '../schema/load.js';
+import { loadYamlOrThrow } from '../core/load.js';
 import { writeFileAtomic } from './atomic.js';
 import { readConfig } from './config.js';
-import { MeshError } from './errors.js';
+import { MeshError } from '../core/errors.js';
 import { underRoot, type HostPaths } from './paths.js';
 import { aptFailure, aptGet, queryInstalled, refreshLists } from './resources/apt.js';
 import type { ResourceContext } from './resources/handler.js';

@@ -24,10 +24,10 @@
  * the probation: a fleet outage during an upgrade is not a reason to roll back.
  */
 import { existsSync } from 'node:fs';
-import { MeshError, messageOf } from './errors.js';
+import { MeshError, messageOf } from '../core/errors.js';
 import type { Logger } from './log.js';
 import { hostPaths, underRoot } from './paths.js';
-import type { Step } from './plan.js';
+import type { Step } from '../core/plan.js';
 import type { PassResult } from './reconcile.js';
 import { queryInstalled, type Installed } from './resources/apt.js';
 import type { Observed, ResourceContext } from './resources/handler.js';
@@ -35,7 +35,7 @@ import { removePackage } from './resources/package.js';
 import { BUNDLE, hostPackageName, keepLastGood, readUpgradeState, reinstallHost, updateUpgradeState } from './upgrade-state.js';
 import type { ResourceResult } from '../schema/report.js';
 import type { PackageResource } from '../schema/declaration.js';
-import { HOST_VERSION } from './version.js';
+import { HOST_VERSION } from '../core/version.js';
 
 /** Exit status of a new version that completed no pass within its probation; the unit's RestartPreventExitStatus. */
 export const PROBATION_EXIT = 69;

@@ -15,7 +15,7 @@
  * pure: the index hands it the commits it fetched.
  */
 import { hash } from 'node:crypto';
-import type { Verdict } from '../agent/verify-claims.js';
+import type { Verdict } from '../core/report/claims.js';
 import type { ReportView } from '../schema/report.js';
 
 export type ChainVerdict = 'ok' | 'replayed' | 'reordered' | 'forked';

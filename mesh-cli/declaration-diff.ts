@@ -5,7 +5,7 @@
  * This belongs in agent/plan.ts; it lives here until that file's owner takes it.
  */
 import { isDeepStrictEqual } from 'node:util';
-import { plan } from '../agent/plan.js';
+import { plan } from '../core/plan.js';
 import { resourceId, type Resource } from '../schema/declaration.js';
 import type { OwnedRecord } from '../schema/report.js';
 import { safeDiff } from './unified-diff.js';

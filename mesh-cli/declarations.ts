@@ -5,9 +5,9 @@
  * host puts in its report.
  */
 import { createHash } from 'node:crypto';
-import { simpleGit } from 'simple-git';
-import { loadDeclaration, type DeclarationResult } from '../agent/declaration.js';
+import { loadDeclaration, type DeclarationResult } from '../core/declaration/load.js';
 import { commitTree, type FleetTree } from './tree.js';
+import { git } from './git.js';
 
 /** The node folders under nodes/ (a folder per node; files such as nodes/README.md are not nodes). */
 export function nodeFolders(tree: FleetTree): Promise<string[]> {
@@ -38,7 +38,7 @@ export interface NodeChange {
 
 /** Nodes whose resolved declaration differs between `base` and `head` (commits, or the empty tree). */
 export async function changedNodes(dir: string, base: string, head: string): Promise<NodeChange[]> {
-  const changed = (await simpleGit({ baseDir: dir }).raw(['diff-tree', '-r', '--name-only', '-z', '--no-commit-id', base, head])).split('\0').filter(Boolean);
+  const changed = (await git(dir, ['diff-tree', '-r', '--name-only', '-z', '--no-commit-id', base, head])).split('\0').filter(Boolean);
   if (!changed.some((p) => p.startsWith('nodes/') || p.startsWith('roles/'))) return [];
   const [baseTree, headTree] = await Promise.all([commitTree(dir, base), commitTree(dir, head)]);
   // A changed role can touch any node; otherwise only nodes whose own folder changed.

@@ -1,25 +1,23 @@
 /**
- * The operator's checkout of the fleet repo, driven through the git binary (simple-git for
- * porcelain, one `git cat-file --batch` for reading many blobs at once).
+ * The operator's checkout of the fleet repo, driven through the git binary (git.ts): commits
+ * of the files mesh-cli writes, and one `git cat-file --batch` for reading many blobs at once.
  */
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { simpleGit, type SimpleGit } from 'simple-git';
-import { MeshError } from '../agent/errors.js';
+import { MeshError } from '../core/errors.js';
 import { MeshConfig } from '../schema/fleet.js';
-import { loadYamlOrThrow } from '../schema/load.js';
+import { loadYamlOrThrow } from '../core/load.js';
+import { git, spawnGit } from './git.js';
 
 export interface Fleet {
+  /** The checkout's top folder. */
   dir: string;
-  git: SimpleGit;
   config: MeshConfig;
 }
 
 /** The fleet checkout containing `cwd`; an error that says what to do when there is none. */
 export async function openFleet(cwd: string): Promise<Fleet> {
-  const git = simpleGit({ baseDir: cwd });
-  const dir = await git.revparse(['--show-toplevel']).catch(() => null);
+  const dir = await topOf(cwd);
   if (!dir) throw new MeshError('E_NOT_A_FLEET', `${cwd} is not inside a git checkout of a fleet repo: cd into one, or create one with 'mesh-cli init DIR'`);
   const meshYaml = join(dir, 'mesh.yaml');
   let text: string;
@@ -28,22 +26,34 @@ export async function openFleet(cwd: string): Promise<Fleet> {
   } catch {
     throw new MeshError('E_NOT_A_FLEET', `${dir} has no mesh.yaml: this is not a fleet repo (create one with 'mesh-cli init DIR')`);
   }
-  return { dir, git: simpleGit({ baseDir: dir }), config: loadYamlOrThrow(text, 'mesh.yaml', MeshConfig) };
+  return { dir, config: loadYamlOrThrow(text, 'mesh.yaml', MeshConfig) };
 }
 
-/** Commit `paths` with `message`, using a fallback identity when the operator has none configured. */
-export async function commitPaths(git: SimpleGit, paths: string[], message: string): Promise<string> {
-  await git.add(paths);
-  const named = (await git.getConfig('user.name')).value && (await git.getConfig('user.email')).value;
-  const committer = named ? git : simpleGit({ baseDir: await git.revparse(['--show-toplevel']), config: ['user.name=mesh-cli', 'user.email=mesh-cli@localhost'] });
-  const result = await committer.commit(message, paths);
-  return result.commit;
+/** The top folder of the git checkout that holds `cwd`, or null when there is none. */
+export async function topOf(cwd: string): Promise<string | null> {
+  return (await git(cwd, ['rev-parse', '--show-toplevel']).catch(() => '')).trim() || null;
+}
+
+/** Commit `paths` in the checkout at `dir` with `message`, using a fallback identity when the operator has none configured; the new commit's id. */
+export async function commitPaths(dir: string, paths: string[], message: string): Promise<string> {
+  await git(dir, ['add', '--', ...paths]);
+  const configured = async (key: string) => (await git(dir, ['config', '--get', key]).catch(() => '')).trim() !== '';
+  const named = (await configured('user.name')) && (await configured('user.email'));
+  const identity = named ? [] : ['-c', 'user.name=mesh-cli', '-c', 'user.email=mesh-cli@localhost'];
+  await git(dir, [...identity, 'commit', '--quiet', '-m', message, '--', ...paths]);
+  return (await git(dir, ['rev-parse', 'HEAD'])).trim();
+}
+
+/** The URL of the checkout's `origin` remote, or null when it has none. */
+export async function originUrl(dir: string, direction: 'fetch' | 'push' = 'fetch'): Promise<string | null> {
+  return (await git(dir, ['remote', 'get-url', ...(direction === 'push' ? ['--push'] : []), 'origin']).catch(() => '')).trim() || null;
 }
 
 /** Read many `rev:path` objects with one `git cat-file --batch`; missing objects map to null. */
 export function catFiles(dir: string, specs: string[]): Promise<Map<string, Buffer | null>> {
   return new Promise((resolve, reject) => {
-    const child = spawn('git', ['cat-file', '--batch'], { cwd: dir, stdio: ['pipe', 'pipe', 'inherit'] });
+    const child = spawnGit(dir, ['cat-file', '--batch']);
+    child.stderr.pipe(process.stderr);
     const chunks: Buffer[] = [];
     child.stdout.on('data', (b: Buffer) => chunks.push(b));
     child.on('error', reject);

@@ -3,13 +3,14 @@
  * branch, every report verified on its own, and the hash chain between neighbours checked
  * (each report names the sha256 of the one before it, so a replayed or dropped report shows).
  */
-import { MeshError } from '../agent/errors.js';
-import type { SignatureVerdict } from '../agent/verify-report.js';
+import { MeshError } from '../core/errors.js';
+import type { SignatureVerdict } from '../core/report/verify.js';
 import type { Report } from '../schema/report.js';
 import { sha256 } from './chain.js';
 import type { Fleet } from './fleet.js';
-import { contact } from './duration.js';
+import { contact } from '../core/duration.js';
 import { failureLines, identities, REPORTS, verifyAt } from './reports.js';
+import { git } from './git.js';
 
 /** One report on a node's report branch, as verified now. */
 export interface HistoryEntry {
@@ -37,7 +38,7 @@ export interface History {
 /** The last `limit` reports of `node`, newest first, from the fetched report branch. */
 export async function reportHistory(fleet: Fleet, node: string, limit: number): Promise<History> {
   const ref = `${REPORTS}${node}`;
-  const log = await fleet.git.raw(['log', '--format=%H', '-n', String(limit + 1), ref, '--']).catch(() => null);
+  const log = await git(fleet.dir, ['log', '--format=%H', '-n', String(limit + 1), ref, '--']).catch(() => null);
   if (log === null) throw new MeshError('E_NO_REPORTS', `there is no report branch reports/${node} (fetched from origin): check the node name with 'mesh-cli status'`);
   const commits = log.split('\n').filter(Boolean);
   const identity = (await identities(fleet, [node])).get(node) ?? null;

@@ -4,9 +4,10 @@
  * composition root: commands are registered here, and every error becomes an exit code
  * and a message here (2 for bad input or usage, 1 for a result that is a failure).
  */
-import { Command, InvalidArgumentError } from 'commander';
-import { MeshError, messageOf } from '../agent/errors.js';
-import { HOST_VERSION } from '../agent/version.js';
+import { Command } from 'commander';
+import { parseDuration } from '../core/duration.js';
+import { MeshError, messageOf } from '../core/errors.js';
+import { HOST_VERSION } from '../core/version.js';
 import { openFleet } from './fleet.js';
 import { initFleet } from './commands/init.js';
 import { serveCommand } from './commands/serve.js';
@@ -64,12 +65,6 @@ retireCommand(program);
 revokeCommand(program);
 signersCommand(program);
 packagesCommand(program);
-
-function parseDuration(text: string): number {
-  const m = /^(\d+)(s|m|h|d)$/.exec(text.trim());
-  if (!m) throw new InvalidArgumentError('use a duration such as 30m, 24h or 7d');
-  return Number(m[1]) * { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2]!]!;
-}
 
 program.parseAsync().catch((e: unknown) => {
   if (e instanceof MeshError) {

@@ -8,7 +8,8 @@
  */
 import { createHash, hash } from 'node:crypto';
 import { constants as zlibConstants, createInflate, inflateSync, type Inflate } from 'node:zlib';
-import { MeshError } from '../agent/errors.js';
+import { MeshError } from '../core/errors.js';
+import { brokenResponse as broken, errPacket, pktLines } from '../core/git/pkt-line.js';
 
 export interface GitObject { type: 'commit' | 'tree' | 'blob' | 'tag'; data: Buffer }
 
@@ -22,28 +23,6 @@ const SLAB = 1 << 20;
 
 /** What the parser met, summed over every pack read by this process (tests check deltas were really resolved; `ms`: time spent parsing). */
 export const packStats = { packs: 0, objects: 0, ofsDeltas: 0, refDeltas: 0, ms: 0 };
-
-/** One pkt-line: four hex digits of length, then the line. */
-export function pktLine(line: string): string {
-  return (Buffer.byteLength(line) + 4).toString(16).padStart(4, '0') + line;
-}
-
-/** The payloads of the pkt-lines in `buf`; a flush, delim or response-end packet is its number (0, 1, 2). */
-export function* pktLines(buf: Buffer): Generator<Buffer | number> {
-  let at = 0;
-  while (at < buf.length) {
-    const len = parseInt(buf.toString('latin1', at, at + 4), 16);
-    if (!(len >= 0) || at + Math.max(len, 4) > buf.length || len === 3) throw broken(`bad pkt-line length at byte ${at}`);
-    if (len < 4) yield len;
-    else yield buf.subarray(at + 4, at + len);
-    at += Math.max(len, 4);
-  }
-}
-
-/** An `ERR message` packet as the server wrote it, or null. */
-export function errPacket(p: Buffer): string | null {
-  return p.length >= 4 && p.toString('latin1', 0, 4) === 'ERR ' ? p.toString('utf8', 4).trimEnd() : null;
-}
 
 /** The packfile in a protocol v2 fetch response: band 1 of its `packfile` section, joined once. */
 export function packOfResponse(body: Buffer, where: string): Buffer {
@@ -265,8 +244,4 @@ export function applyDelta(base: Buffer, delta: Buffer): Buffer {
   }
   if (o !== out.length) throw broken('a delta is shorter than it says');
   return out;
-}
-
-function broken(why: string): MeshError {
-  return new MeshError('E_PACK', `the server sent a broken pack or response (${why}); try again, and report a bug if it persists`, { next: 'retry' });
 }

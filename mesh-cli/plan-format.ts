@@ -6,7 +6,7 @@
  */
 import type { FieldChange, ResourceChange } from './declaration-diff.js';
 import type { LastReport, NodePlan, PlanResult } from './commands/plan.js';
-import { contact } from './duration.js';
+import { contact } from '../core/duration.js';
 
 const SIGN = { add: '+', change: '~', remove: '-' } as const;
 const WORD = { add: 'added', change: 'changed', remove: 'removed' } as const;

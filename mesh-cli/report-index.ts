@@ -15,8 +15,8 @@ import { existsSync, mkdirSync, renameSync, rmSync, statSync, writeFileSync } fr
 import { readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, join } from 'node:path';
 import { parse } from 'yaml';
-import type { IdentityKeys, VouchMemo } from '../agent/verify-claims.js';
-import { parseReport } from '../agent/verify-report.js';
+import type { IdentityKeys, VouchMemo } from '../core/report/claims.js';
+import { parseReport } from '../core/report/verify.js';
 import { NodeIdentity } from '../schema/fleet.js';
 import type { ReportView } from '../schema/report.js';
 import { chainStep, type ChainVerdict, type SeenTip } from './chain.js';
@@ -26,6 +26,8 @@ import { catFiles, type Fleet } from './fleet.js';
 import { openRemote, type GitObject, type Remote } from './upload-pack.js';
 import { verifyPool, verifyStats, type Verdict, type VerifyJob, type VerifyPool } from './verify-pool.js';
 import { packStats } from './pack.js';
+import { REPORT_REFS } from '../core/report/branch.js';
+import { git } from './git.js';
 
 /** A node's last report as the index keeps it. */
 export interface TipRecord extends SeenTip {
@@ -56,7 +58,6 @@ interface IndexFile {
 /** The last report of every node that has a report branch, verified, with its chain verdict. */
 export type ReportIndex = Map<string, TipRecord>;
 
-const REPORT_PREFIX = 'refs/heads/reports/';
 /** Reports handed to the verify threads at a time, as they are read out of the pack. */
 const CHUNK = 250;
 /**
@@ -120,11 +121,11 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
   const mainThere = network && `refs/heads/${network.mainBranch}`;
   // The report tips are listed, and this checkout's main read, while the index is read (from
   // disk without holding this thread, so that the ls-refs request is out before it is parsed).
-  const asked = network && openRemote(fleet.dir).then(async (remote) => ({ remote, listed: await remote.lsRefs([REPORT_PREFIX, mainThere!]).finally(() => lap.mark('ls-refs answer')) }));
+  const asked = network && openRemote(fleet.dir).then(async (remote) => ({ remote, listed: await remote.lsRefs([REPORT_REFS, mainThere!]).finally(() => lap.mark('ls-refs answer')) }));
   asked?.catch(() => undefined);
-  const mainHere = network && fleet.git.raw(['rev-parse', '--verify', '--quiet', mainRef]).then((out) => out.trim(), () => '');
+  const mainHere = network && git(fleet.dir, ['rev-parse', '--verify', '--quiet', mainRef]).then((out) => out.trim(), () => '');
   // Where node.yaml lies on main, as this checkout has it: used unless origin's main moved.
-  const nodeFiles = () => fleet.git.raw(['ls-tree', '-r', mainRef, '--', 'nodes/']).catch(() => '');
+  const nodeFiles = () => git(fleet.dir, ['ls-tree', '-r', mainRef, '--', 'nodes/']).catch(() => '');
   const filesHere = network && nodeFiles();
   const files = await indexFiles(fleet);
   lap.mark('index files');
@@ -185,7 +186,7 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
     const moved = listed.get(mainThere!) !== (await mainHere);
     if (moved) mainFetched = network.fetchMain();
     if (network.onMain) mainFetched.then(network.onMain, () => undefined);
-    const tips = new Map([...listed].filter(([ref]) => ref.startsWith(REPORT_PREFIX)).map(([ref, oid]) => [ref.slice(REPORT_PREFIX.length), oid]));
+    const tips = new Map([...listed].filter(([ref]) => ref.startsWith(REPORT_REFS)).map(([ref, oid]) => [ref.slice(REPORT_REFS.length), oid]));
     for (const node of seen.keys()) if (!tips.has(node)) removed.push(node);
     const fresh = [...tips].filter(([node, oid]) => seen.get(node) !== oid);
     verify = pool(fresh.length, vouched); // the threads load while the packs are on their way
@@ -425,7 +426,7 @@ interface IndexFiles {
 async function indexFiles(fleet: Fleet): Promise<IndexFiles> {
   // A checkout whose .git is a folder keeps it in .git/mesh; otherwise (a worktree, GIT_DIR) git says where.
   const plain = !process.env.GIT_DIR && !process.env.GIT_COMMON_DIR && statSync(join(fleet.dir, '.git'), { throwIfNoEntry: false })?.isDirectory();
-  const path = plain ? join(fleet.dir, '.git', 'mesh') : (await fleet.git.raw(['rev-parse', '--git-path', 'mesh'])).trim();
+  const path = plain ? join(fleet.dir, '.git', 'mesh') : (await git(fleet.dir, ['rev-parse', '--git-path', 'mesh'])).trim();
   const dir = isAbsolute(path) ? path : join(fleet.dir, path);
   return { index: join(dir, 'reports.json'), identities: join(dir, 'identities.json'), texts: join(dir, 'report-texts.bin') };
 }

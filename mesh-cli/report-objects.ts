@@ -6,14 +6,13 @@
 import type { Report, ReportView } from '../schema/report.js';
 import { sha256, type Link } from './chain.js';
 import type { GitObject } from './upload-pack.js';
-
-const HEARTBEAT = 'Mesh-Heartbeat: yes';
+import { HEARTBEAT_TRAILER, SIGNATURE_FILE, STATUS_FILE } from '../core/report/branch.js';
 
 /** The report commit `oid` read from fetched objects: parent, heartbeat, status.json and its signature. */
 export function tipOf(objects: Map<string, GitObject>, oid: string): { commit: string; parent: string | null; heartbeat: boolean; status: Buffer | null; sig: Buffer | null } {
   const commit = commitOf(objects, oid);
   const files = commit ? treeFiles(objects, commit.tree) : new Map<string, Buffer>();
-  return { commit: oid, parent: commit?.parent ?? null, heartbeat: commit?.heartbeat ?? false, status: files.get('status.json') ?? null, sig: files.get('status.json.sig') ?? null };
+  return { commit: oid, parent: commit?.parent ?? null, heartbeat: commit?.heartbeat ?? false, status: files.get(STATUS_FILE) ?? null, sig: files.get(SIGNATURE_FILE) ?? null };
 }
 
 /** A fetched report commit's parent, and its link (read only when asked for: the chain check walks many commits' parents and needs one link). */
@@ -23,7 +22,7 @@ export function linkOf(objects: Map<string, GitObject>, oid: string): { parent: 
   return {
     parent: commit.parent,
     get link() {
-      const status = treeFiles(objects, commit.tree).get('status.json');
+      const status = treeFiles(objects, commit.tree).get(STATUS_FILE);
       return status === undefined ? null : linkOfText(status.toString('utf8'));
     },
   };
@@ -62,7 +61,7 @@ export function commitOf(objects: Map<string, GitObject>, oid: string): { tree: 
   const text = o.data.toString('utf8');
   const end = text.indexOf('\n\n');
   const head = end < 0 ? text : text.slice(0, end);
-  return { tree: /^tree ([0-9a-f]{40})$/m.exec(head)?.[1] ?? '', parent: /^parent ([0-9a-f]{40})$/m.exec(head)?.[1] ?? null, heartbeat: end >= 0 && text.slice(end).includes(HEARTBEAT) };
+  return { tree: /^tree ([0-9a-f]{40})$/m.exec(head)?.[1] ?? '', parent: /^parent ([0-9a-f]{40})$/m.exec(head)?.[1] ?? null, heartbeat: end >= 0 && text.slice(end).includes(HEARTBEAT_TRAILER) };
 }
 
 /** The blobs directly in tree `oid`, by name. */

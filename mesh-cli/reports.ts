@@ -6,13 +6,15 @@
  * they agree about which reports count: only those whose signature is valid.
  */
 import { NodeIdentity } from '../schema/fleet.js';
-import { loadYaml } from '../schema/load.js';
+import { loadYaml } from '../core/load.js';
 import type { Report, ReportView } from '../schema/report.js';
-import { verifyReport, type Verdict, type VerifiedReport } from '../agent/verify-report.js';
-import { messageOf } from '../agent/errors.js';
+import { verifyReport, type Verdict, type VerifiedReport } from '../core/report/verify.js';
+import { messageOf } from '../core/errors.js';
 import type { ChainVerdict } from './chain.js';
 import { refreshIndex, type ReportIndex } from './report-index.js';
 import { catFiles, type Fleet } from './fleet.js';
+import { reportRef, SIGNATURE_FILE, STATUS_FILE } from '../core/report/branch.js';
+import { git } from './git.js';
 
 /** Where `fetchBranches` puts whole report branches (a node's history); status itself keeps no ref per node. */
 export const REPORTS = 'refs/remotes/origin/reports/';
@@ -30,7 +32,7 @@ const indexes = new WeakMap<Fleet, ReportIndex>();
  */
 export async function fetchReports(fleet: Fleet, onMain?: () => void): Promise<void> {
   const main = fleet.config.mainBranch;
-  const fetchMain = () => fleet.git.fetch(['origin', `+refs/heads/${main}:refs/remotes/origin/${main}`]);
+  const fetchMain = () => git(fleet.dir, ['fetch', 'origin', `+refs/heads/${main}:refs/remotes/origin/${main}`]);
   indexes.set(fleet, await refreshIndex(fleet, mainRef(fleet), { mainBranch: main, fetchMain, ...(onMain ? { onMain } : {}) }));
 }
 
@@ -47,8 +49,8 @@ export async function tryFetchReports(fleet: Fleet): Promise<string | null> {
 /** Fetch main and the whole report branches of `nodes` into REPORTS (for a node's history); a node without a branch is skipped. */
 export async function fetchBranches(fleet: Fleet, nodes: string[]): Promise<void> {
   const main = fleet.config.mainBranch;
-  await fleet.git.fetch(['origin', `+refs/heads/${main}:refs/remotes/origin/${main}`]);
-  for (const n of nodes) await fleet.git.fetch(['origin', `+refs/heads/reports/${n}:${REPORTS}${n}`]).catch(() => undefined);
+  await git(fleet.dir, ['fetch', 'origin', `+refs/heads/${main}:refs/remotes/origin/${main}`]);
+  for (const n of nodes) await git(fleet.dir, ['fetch', 'origin', `+${reportRef(n)}:${REPORTS}${n}`]).catch(() => undefined);
 }
 
 /** The report index as fetched before (verified again where node.yaml on main changed). */
@@ -78,10 +80,10 @@ export async function identities(fleet: Fleet, nodes: string[]): Promise<Map<str
 
 /** Verify the report in each of `commits` (report-branch commits or refs) of `node`'s branch. */
 export async function verifyAt(fleet: Fleet, node: string, commits: string[], identity: NodeIdentity | null): Promise<Map<string, VerifiedReport & { text: string | null }>> {
-  const specs = commits.flatMap((c) => [`${c}:status.json`, `${c}:status.json.sig`]);
+  const specs = commits.flatMap((c) => [`${c}:${STATUS_FILE}`, `${c}:${SIGNATURE_FILE}`]);
   const blobs = await catFiles(fleet.dir, specs);
   const text = (spec: string) => blobs.get(spec)?.toString('utf8') ?? null;
-  return new Map(commits.map((c) => [c, { ...verifyReport(node, text(`${c}:status.json`), text(`${c}:status.json.sig`), identity), text: text(`${c}:status.json`) }]));
+  return new Map(commits.map((c) => [c, { ...verifyReport(node, text(`${c}:${STATUS_FILE}`), text(`${c}:${SIGNATURE_FILE}`), identity), text: text(`${c}:${STATUS_FILE}`) }]));
 }
 
 /** A node's last report as status shows it: the verdict on its signature and what it says (ReportView). */
@@ -123,8 +125,8 @@ export function failureLines(report: ReportView): string[] {
 
 /** The newest report on `node`'s branch whose signature is valid, looking back at most `depth` reports. */
 export async function newestValid(fleet: Fleet, node: string, depth = 20): Promise<Report | undefined> {
-  await fleet.git.fetch(['origin', `+refs/heads/reports/${node}:${REPORTS}${node}`]).catch(() => undefined);
-  const log = await fleet.git.raw(['log', '--format=%H', '-n', String(depth), `${REPORTS}${node}`, '--']).catch(() => '');
+  await git(fleet.dir, ['fetch', 'origin', `+${reportRef(node)}:${REPORTS}${node}`]).catch(() => undefined);
+  const log = await git(fleet.dir, ['log', '--format=%H', '-n', String(depth), `${REPORTS}${node}`, '--']).catch(() => '');
   const commits = log.split('\n').filter(Boolean);
   const verified = await verifyAt(fleet, node, commits, (await identities(fleet, [node])).get(node) ?? null);
   return commits.map((c) => trusted(verified.get(c))).find((r) => r !== undefined);

@@ -1,6 +1,6 @@
 /** Test-only entry: `mesh-cli serve` alone (the real CLI entry is mesh-cli/main.ts). */
 import { Command } from 'commander';
-import { messageOf } from '../agent/errors.js';
+import { messageOf } from '../core/errors.js';
 import { serveCommand } from './commands/serve.js';
 
 const program = new Command('mesh-cli');

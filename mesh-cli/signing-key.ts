@@ -7,8 +7,8 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { MeshError, messageOf } from '../agent/errors.js';
-import { parseSshPublicKey } from '../agent/sign/sshsig.js';
+import { MeshError, messageOf } from '../core/errors.js';
+import { parseSshPublicKey } from '../core/sign/sshsig.js';
 
 export interface SigningKey {
   privateKeyFile: string;

@@ -4,13 +4,12 @@
  * declaration-shaped blob), or the working tree on disk, which is what `validate` checks
  * before anything is committed.
  */
-import { execFile } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import type { TreeReader } from '../agent/declaration.js';
-import { MeshError } from '../agent/errors.js';
+import type { TreeReader } from '../core/declaration/load.js';
+import { MeshError } from '../core/errors.js';
 import { catFiles } from './fleet.js';
-import { simpleGit } from 'simple-git';
+import { git, gitOk } from './git.js';
 
 /** git's well-known empty tree: the "parent" of a root commit. */
 export const EMPTY_TREE = '4b825dc642cb6eb9a060e54bf8d69288fbee4904';
@@ -26,9 +25,7 @@ const FEEDS = (path: string) => path === 'mesh.yaml' || path.startsWith('nodes/'
 
 /** `rev` of the repository at `dir`, read from git objects with two git processes. */
 export async function commitTree(dir: string, rev: string): Promise<FleetTree> {
-  const listing = await simpleGit({ baseDir: dir })
-    .raw(['ls-tree', '-r', '-z', '--full-tree', rev])
-    .catch((e: unknown) => {
+  const listing = await git(dir, ['ls-tree', '-r', '-z', '--full-tree', rev]).catch((e: unknown) => {
       throw new MeshError('E_REV', `cannot read ${rev} in ${dir}: ${e instanceof Error ? e.message.trim() : String(e)}`);
     });
   const oids = new Map<string, string>();
@@ -91,22 +88,18 @@ export function workingTree(dir: string): FleetTree {
 
 /** The full commit id of `rev`, or an error that says what was asked for. */
 export async function resolveCommit(dir: string, rev: string): Promise<string> {
-  const sha = await simpleGit({ baseDir: dir })
-    .raw(['rev-parse', '--verify', '--quiet', `${rev}^{commit}`])
-    .catch(() => '');
+  const sha = await git(dir, ['rev-parse', '--verify', '--quiet', `${rev}^{commit}`]).catch(() => '');
   if (!sha.trim()) throw new MeshError('E_REV', `${rev} is not a commit in ${dir}: fetch it first, or name a branch, tag or commit id`);
   return sha.trim();
 }
 
 /** The first parent of `commit`, or the empty tree for a root commit. */
 export async function firstParent(dir: string, commit: string): Promise<string> {
-  const line = await simpleGit({ baseDir: dir }).raw(['rev-list', '--parents', '-n', '1', commit]);
+  const line = await git(dir, ['rev-list', '--parents', '-n', '1', commit]);
   return line.trim().split(' ')[1] ?? EMPTY_TREE;
 }
 
 /** Whether `ancestor` is `commit` or one of its ancestors (`git merge-base --is-ancestor`); false for unknown commits. */
 export function isAncestor(dir: string, ancestor: string, commit: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    execFile('git', ['merge-base', '--is-ancestor', ancestor, commit], { cwd: dir }, (err) => resolve(!err));
-  });
+  return gitOk(dir, ['merge-base', '--is-ancestor', ancestor, commit]);
 }

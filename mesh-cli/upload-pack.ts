@@ -5,9 +5,10 @@
  * 10,000 refs and a pack into the checkout. Nothing is written to the repo. Remotes that are not
  * HTTP (a local path, file://, ssh) fall back to the git binary, which is fine for small fleets.
  */
-import { spawn } from 'node:child_process';
-import { MeshError, messageOf } from '../agent/errors.js';
-import { packOfResponse, parsePack, pktLine, pktLines, errPacket, type GitObject } from './pack.js';
+import { MeshError, messageOf } from '../core/errors.js';
+import { errPacket, pktLine, pktLines } from '../core/git/pkt-line.js';
+import { packOfResponse, parsePack, type GitObject } from './pack.js';
+import { gitBytes } from './git.js';
 
 export type { GitObject } from './pack.js';
 
@@ -20,7 +21,7 @@ export interface Remote {
 
 /** The remote `name` (default origin) of the checkout at `dir`. */
 export async function openRemote(dir: string, name = 'origin'): Promise<Remote> {
-  const url = (await runGit(dir, ['remote', 'get-url', name])).toString('utf8').trim();
+  const url = (await gitBytes(dir, ['remote', 'get-url', name])).toString('utf8').trim();
   return /^https?:\/\//i.test(url) ? httpRemote(dir, name, url) : gitRemote(dir, name);
 }
 
@@ -119,14 +120,14 @@ function authError(where: string, status: number, detail?: string): MeshError {
 async function credential(dir: string, action: 'fill' | 'approve' | 'reject', u: URL, cred?: Credential): Promise<Credential> {
   const fields = [`protocol=${u.protocol.slice(0, -1)}`, `host=${u.host}`, `path=${u.pathname.replace(/^\//, '')}`];
   if (cred) fields.push(`username=${cred.username}`, `password=${cred.password}`);
-  const out = (await runGit(dir, ['credential', action], fields.join('\n') + '\n\n')).toString('utf8');
+  const out = (await gitBytes(dir, ['credential', action], fields.join('\n') + '\n\n')).toString('utf8');
   const get = (k: string) => out.split('\n').find((l) => l.startsWith(`${k}=`))?.slice(k.length + 1) ?? '';
   return { username: get('username'), password: get('password') };
 }
 
 /** The fallback: the git binary fetches into the checkout's object store, then one pack of the objects is read back. */
 function gitRemote(dir: string, name: string): Remote {
-  const remoteGit = (args: string[], input?: string) => runGit(dir, args, input).catch((e: unknown) => {
+  const remoteGit = (args: string[], input?: string) => gitBytes(dir, args, input).catch((e: unknown) => {
     throw new MeshError('E_FETCH', `cannot read remote '${name}' of ${dir}: ${messageOf(e)}`, { cause: e });
   });
   return {
@@ -146,11 +147,11 @@ function gitRemote(dir: string, name: string): Remote {
       const commits = new Set(wants);
       let level = wants;
       for (let d = 1; deepen !== undefined && d < deepen && level.length > 0; d++) {
-        const out = (await runGit(dir, ['rev-list', '--no-walk=unsorted', '--parents', '--ignore-missing', '--stdin'], level.join('\n') + '\n')).toString('utf8');
+        const out = (await gitBytes(dir, ['rev-list', '--no-walk=unsorted', '--parents', '--ignore-missing', '--stdin'], level.join('\n') + '\n')).toString('utf8');
         level = [...new Set(out.split(/\s+/))].filter((oid) => oid && !commits.has(oid));
         for (const oid of level) commits.add(oid);
       }
-      const objects = (revs: string[], walk: boolean) => runGit(dir, ['rev-list', '--objects', ...(walk ? [] : ['--no-walk']), '--ignore-missing', '--stdin'], revs.join('\n') + '\n');
+      const objects = (revs: string[], walk: boolean) => gitBytes(dir, ['rev-list', '--objects', ...(walk ? [] : ['--no-walk']), '--ignore-missing', '--stdin'], revs.join('\n') + '\n');
       const lines = (out: Buffer) => out.toString('utf8').split('\n').filter(Boolean); // "oid [path]"
       let list: string[];
       if (deepen === undefined) list = lines(await objects([...commits, ...haves.map((h) => `^${h}`)], true));
@@ -159,25 +160,7 @@ function gitRemote(dir: string, name: string): Remote {
         const had = new Set(haves.length ? lines(await objects(haves, false)).map((l) => l.slice(0, 40)) : []);
         list = lines(await objects([...commits], false)).filter((l) => !had.has(l.slice(0, 40)));
       }
-      return parsePack(await runGit(dir, ['pack-objects', '--stdout', '--delta-base-offset', '-q'], list.join('\n') + '\n'));
+      return parsePack(await gitBytes(dir, ['pack-objects', '--stdout', '--delta-base-offset', '-q'], list.join('\n') + '\n'));
     },
   };
-}
-
-/** Run git in `dir`; its stdout, or a MeshError with its stderr. */
-function runGit(dir: string, args: string[], input: string | Buffer = ''): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('git', ['-C', dir, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    child.stdout.on('data', (b: Buffer) => out.push(b));
-    child.stderr.on('data', (b: Buffer) => err.push(b));
-    child.on('error', (e) => reject(new MeshError('E_GIT', `cannot run git: ${e.message}`)));
-    child.on('close', (code) => {
-      if (code === 0) return resolve(Buffer.concat(out));
-      reject(new MeshError('E_GIT', `git ${args.slice(0, 2).join(' ')} failed in ${dir}: ${Buffer.concat(err).toString('utf8').trim()}`));
-    });
-    child.stdin.on('error', () => undefined);
-    child.stdin.end(input);
-  });
 }

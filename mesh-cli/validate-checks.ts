@@ -5,11 +5,11 @@
  * resolve, duplicate identities, paths, sources). Reports are passed in, so that a node
  * given resources while its last valid report says it is ineligible is caught here too.
  */
-import { loadDeclaration } from '../agent/declaration.js';
-import type { Problem } from '../agent/errors.js';
+import { loadDeclaration } from '../core/declaration/load.js';
+import type { Problem } from '../core/errors.js';
 import { RoleFile } from '../schema/declaration.js';
 import { MeshConfig, NODE_NAME, NodeIdentity } from '../schema/fleet.js';
-import { loadYaml, positionIn } from '../schema/load.js';
+import { loadYaml, positionIn } from '../core/load.js';
 import type { FleetTree } from './tree.js';
 
 /** What `validate` found in one tree. */

@@ -17,9 +17,9 @@
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { BY_CALLER, claim } from './verify-claim.js';
-import { verifyClaims, type IdentityKeys, type ReportClaims, type Verdict, type VouchMemo } from '../agent/verify-claims.js';
+import { verifyClaims, type IdentityKeys, type ReportClaims, type Verdict, type VouchMemo } from '../core/report/claims.js';
 
-export type { Verdict } from '../agent/verify-claims.js';
+export type { Verdict } from '../core/report/claims.js';
 
 /** One report to verify: its node, status.json (already parsed into `claims`) and signature as read, and the token keys of its node.yaml on main. */
 export interface VerifyJob {

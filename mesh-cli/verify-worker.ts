@@ -6,7 +6,7 @@
  * Every chunk is posted to every thread; a thread verifies only the chunks it claims first.
  */
 import { parentPort } from 'node:worker_threads';
-import { verifyClaims, type VouchMemo } from '../agent/verify-claims.js';
+import { verifyClaims, type VouchMemo } from '../core/report/claims.js';
 import { BY_THREAD, claim } from './verify-claim.js';
 import type { VerifyMessage, VerifyAnswer } from './verify-pool.js';
 

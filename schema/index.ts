@@ -3,4 +3,3 @@ export * from './declaration.js';
 export * from './fleet.js';
 export * from './report.js';
 export * from './token.js';
-export * from './load.js';

@@ -5,7 +5,7 @@
  */
 import { createHash, randomBytes, type KeyObject } from 'node:crypto';
 import { stringify } from 'yaml';
-import { generateKeyPair, signSsh, sshPublicKey } from '../agent/sign/sshsig.js';
+import { generateKeyPair, signSsh, sshPublicKey } from '../core/sign/sshsig.js';
 import { VOUCH_NAMESPACE, vouchPayload } from '../schema/report.js';
 
 export interface NodeKeys {

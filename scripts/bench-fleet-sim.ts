@@ -9,10 +9,11 @@ import { join } from 'node:path';
 import type { KeyObject } from 'node:crypto';
 import { resourceId } from '../schema/declaration.js';
 import type { HostConfig } from '../agent/config.js';
-import { loadDeclaration } from '../agent/declaration.js';
+import { loadDeclaration } from '../core/declaration/load.js';
 import { openFleetRepo, type FleetRepo } from '../agent/fleet/git.js';
 import { fleetHttp, type FleetHttp, type Meter } from '../agent/fleet/http.js';
-import { buildReport, recordReport, reportRef, sameAsLast, sendReports, type ReportBody } from '../agent/report.js';
+import { buildReport, recordReport, sameAsLast, sendReports, type ReportBody } from '../agent/report.js';
+import { reportRef } from '../core/report/branch.js';
 import { Store } from '../agent/store.js';
 import type { NodeKeys } from './bench-fleet-keys.js';
 

@@ -7,17 +7,17 @@
 import fc from 'fast-check';
 import { stringify } from 'yaml';
 import { describe, expect, it } from 'vitest';
-import { InvalidInputError } from '../agent/errors.js';
-import { parseCommitObject, trailers } from '../agent/commit-object.js';
-import { encodePrivateKey, generateKeyPair, publicKeyOf, signSsh, sshPublicKey } from '../agent/sign/sshsig.js';
+import { InvalidInputError } from '../core/errors.js';
+import { parseCommitObject, trailers } from '../core/git/commit.js';
+import { encodePrivateKey, generateKeyPair, publicKeyOf, signSsh, sshPublicKey } from '../core/sign/sshsig.js';
 import { verifyCommit } from '../agent/trust.js';
-import { loadYamlOrThrow } from '../schema/load.js';
+import { loadYamlOrThrow } from '../core/load.js';
 import { DeclarationFile } from '../schema/declaration.js';
 import { MeshConfig, NodeIdentity } from '../schema/fleet.js';
-import { loadYaml, MAX_FILE_BYTES } from '../schema/load.js';
+import { loadYaml, MAX_FILE_BYTES } from '../core/load.js';
 import { Report } from '../schema/report.js';
 import { TokenFile } from '../schema/token.js';
-import { verifyReport } from '../agent/verify-report.js';
+import { verifyReport } from '../core/report/verify.js';
 
 const RUNS = 10_000;
 

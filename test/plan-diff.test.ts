@@ -4,7 +4,7 @@
  * whose signature does not verify never counting as applied).
  */
 import { describe, expect, it } from 'vitest';
-import type { VerifiedReport } from '../agent/verify-report.js';
+import type { VerifiedReport } from '../core/report/verify.js';
 import type { Resource } from '../schema/declaration.js';
 import type { Report } from '../schema/report.js';
 import { diffDeclarations } from '../mesh-cli/declaration-diff.js';

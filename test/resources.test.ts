@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyPlan, observe } from '../agent/apply.js';
 import { realExec } from '../agent/exec.js';
-import { plan } from '../agent/plan.js';
+import { plan } from '../core/plan.js';
 import { handlerFor } from '../agent/resources/index.js';
 import type { ServiceManager } from '../agent/resources/service.js';
 import { Store } from '../agent/store.js';

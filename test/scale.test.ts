@@ -14,11 +14,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nextWait } from '../agent/commands/run.js';
-import { MeshError } from '../agent/errors.js';
+import { MeshError } from '../core/errors.js';
 import { openFleetRepo, type FleetRepo } from '../agent/fleet/git.js';
 import { fleetHttp, type FleetHttp } from '../agent/fleet/http.js';
 import { objectCounts } from '../agent/fleet/renew.js';
-import { generateKeyPair, gitSigner } from '../agent/sign/sshsig.js';
+import { generateKeyPair, gitSigner } from '../core/sign/sshsig.js';
 import { git, startServer, type Server } from './helpers/fleet.js';
 
 const sign = gitSigner(generateKeyPair().privateKey);

@@ -6,13 +6,13 @@ import { spawnSync } from 'node:child_process';
 import { createHash, generateKeyPairSync, sign, randomBytes, type KeyObject } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { MeshError } from '../agent/errors.js';
+import { MeshError } from '../core/errors.js';
 import {
   decodePrivateKey, encodePrivateKey, fingerprint, generateKeyPair, gitSigner, parseSshPublicKey,
   publicKeyOf, sameKey, signSsh, sshPublicKey, verifySsh,
-} from '../agent/sign/sshsig.js';
-import { armor, sshString, uint32 } from '../agent/sign/wire.js';
-import { verifyClaims } from '../agent/verify-claims.js';
+} from '../core/sign/sshsig.js';
+import { armor, sshString, uint32 } from '../core/sign/wire.js';
+import { verifyClaims } from '../core/report/claims.js';
 
 // --- helpers: temp dirs, child processes, OpenSSH key files ---
 

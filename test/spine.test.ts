@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, statSync, writeFileSync, existsSync } from '
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateKeyPair, signSsh, sshPublicKey } from '../agent/sign/sshsig.js';
+import { generateKeyPair, signSsh, sshPublicKey } from '../core/sign/sshsig.js';
 import { cli, createFleet, git, gitIn, hostCmd, runProgram, startServer, type TestFleet } from './helpers/fleet.js';
 import { snapshot } from './helpers/snapshot.js';
 

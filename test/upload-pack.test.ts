@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MeshError } from '../agent/errors.js';
+import { MeshError } from '../core/errors.js';
 import { packStats, parsePack, type GitObject } from '../mesh-cli/pack.js';
 import { openRemote } from '../mesh-cli/upload-pack.js';
 import { createFleet, type TestFleet } from './helpers/fleet.js';

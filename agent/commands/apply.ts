@@ -7,9 +7,9 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { withDeclarationCache } from '../declaration-cache.js';
-import type { TreeReader } from '../declaration.js';
-import { nodeDir } from '../declaration.js';
-import { MeshError } from '../errors.js';
+import type { TreeReader } from '../../core/declaration/load.js';
+import { nodeDir } from '../../core/declaration/load.js';
+import { MeshError } from '../../core/errors.js';
 import { acquireLock } from '../lock.js';
 import { hostPaths } from '../paths.js';
 import { applyDeclaration } from '../apply-declaration.js';

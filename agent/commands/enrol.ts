@@ -15,13 +15,13 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import type { HttpClient } from 'isomorphic-git';
 import type { Resource } from '../../schema/declaration.js';
 import { NodeIdentity } from '../../schema/fleet.js';
-import { loadYamlOrThrow } from '../../schema/load.js';
+import { loadYamlOrThrow } from '../../core/load.js';
 import { VOUCH_NAMESPACE, vouchPayload, type BriefingLine } from '../../schema/report.js';
 import { TokenFile } from '../../schema/token.js';
 import { briefingOutcome, clockLine, ineligibleErrors, packageManagerLine, recoverStore, rootWritableLine, type LastReport } from '../briefing.js';
 import { readConfig, writeConfig, writeCredential, writeNodeKey, type HostConfig } from '../config.js';
-import { loadDeclaration, nodeDir } from '../declaration.js';
-import { MeshError } from '../errors.js';
+import { loadDeclaration, nodeDir } from '../../core/declaration/load.js';
+import { MeshError } from '../../core/errors.js';
 import { fleetHttp } from '../fleet/http.js';
 import { openFleetRepo, type FleetRepo } from '../fleet/git.js';
 import { collectInventory } from '../inventory.js';
@@ -29,11 +29,12 @@ import { enrolmentTrust, tokenRefused } from '../enrol-trust.js';
 import { acquireLock } from '../lock.js';
 import { hostPaths, type HostPaths } from '../paths.js';
 import { collectProfile } from '../profile.js';
-import { buildReport, recordReport, reportRef, sendReports, sha256 } from '../report.js';
+import { buildReport, recordReport, sendReports, sha256 } from '../report.js';
 import type { ResourceContext } from '../resources/handler.js';
-import { decodePrivateKey, generateKeyPair, publicKeyOf, sameKey, signSsh, sshPublicKey } from '../sign/sshsig.js';
+import { decodePrivateKey, generateKeyPair, publicKeyOf, sameKey, signSsh, sshPublicKey } from '../../core/sign/sshsig.js';
 import { Store } from '../store.js';
 import { writeTrust } from '../trust-state.js';
+import { reportRef, SIGNATURE_FILE, STATUS_FILE } from '../../core/report/branch.js';
 
 export interface EnrolResult {
   node: string;
@@ -164,7 +165,7 @@ async function lastReport(repo: FleetRepo, node: string, generation: number): Pr
   const tip = await repo.adopt(reportRef(node));
   if (!tip) return null;
   const tree = repo.tree(tip);
-  const last = { status: await tree.read('status.json'), sig: await tree.read('status.json.sig') };
+  const last = { status: await tree.read(STATUS_FILE), sig: await tree.read(SIGNATURE_FILE) };
   const claims = looseFields(last.status);
   if (typeof claims.generation === 'number' && claims.generation >= generation) {
     throw new MeshError('E_TOKEN_USED', `this token (generation ${generation}) was already used: reports/${node} holds report #${claims.sequence} of generation ${claims.generation}, made at ${claims.observedAt}. A token enrols one machine once; issue a new one with 'mesh-cli token issue ${node}'`);

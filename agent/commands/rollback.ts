@@ -6,7 +6,7 @@
  * report says what happened, and reinstalls the last good one from its kept .deb (else from the
  * package repository). The unit then starts the host again.
  */
-import { MeshError } from '../errors.js';
+import { MeshError } from '../../core/errors.js';
 import { acquireLock } from '../lock.js';
 import { hostPaths } from '../paths.js';
 import { queryInstalled } from '../resources/apt.js';

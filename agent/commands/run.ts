@@ -6,7 +6,7 @@
  * never comes back sooner than asked. A pass that fails for bad input is reported, not retried faster.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { MeshError, messageOf } from '../errors.js';
+import { MeshError, messageOf } from '../../core/errors.js';
 import { openHost, type Host } from '../host.js';
 import type { Logger } from '../log.js';
 import { reconcile, type PassResult } from '../reconcile.js';

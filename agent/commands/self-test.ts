@@ -4,12 +4,12 @@
  * declaration — and prints its version; any failure exits non-zero with the reason.
  */
 import { readConfig, readNodeKey, type HostConfig } from '../config.js';
-import { loadDeclaration } from '../declaration.js';
+import { loadDeclaration } from '../../core/declaration/load.js';
 import { openFleetRepo } from '../fleet/git.js';
 import { fleetHttp } from '../fleet/http.js';
 import { hostPaths } from '../paths.js';
 import { Store } from '../store.js';
-import { HOST_VERSION } from '../version.js';
+import { HOST_VERSION } from '../../core/version.js';
 
 export interface SelfTest {
   version: string;

@@ -10,7 +10,7 @@ import type { BriefingLine } from '../../schema/report.js';
 import { readConfig } from '../config.js';
 import { hostPaths } from '../paths.js';
 import { Store } from '../store.js';
-import { HOST_VERSION } from '../version.js';
+import { HOST_VERSION } from '../../core/version.js';
 
 export interface HostState {
   state: 'unmanaged' | 'hosted' | 'enrolled' | 'disconnected';

@@ -7,9 +7,10 @@
  */
 import * as fs from 'node:fs';
 import git, { Errors, type HttpClient } from 'isomorphic-git';
-import type { TreeReader } from '../declaration.js';
-import { MeshError, messageOf } from '../errors.js';
-import { heartbeatMessage, isHeartbeat, replacement } from './heartbeat.js';
+import type { TreeReader } from '../../core/declaration/load.js';
+import { MeshError, messageOf } from '../../core/errors.js';
+import { heartbeatMessage } from '../../core/report/branch.js';
+import { isHeartbeat, replacement } from './heartbeat.js';
 import { lsRefs } from './ls-refs.js';
 import { treeReader } from './tree.js';
 import { outgoing, pushOne } from './push.js';

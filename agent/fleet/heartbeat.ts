@@ -6,24 +6,19 @@
  */
 import * as fs from 'node:fs';
 import git from 'isomorphic-git';
+import { isHeartbeatMessage } from '../../core/report/branch.js';
 
-const TRAILER = 'Mesh-Heartbeat: yes';
-
-/** `message` with the heartbeat trailer. */
-export function heartbeatMessage(message: string): string {
-  return `${message.trimEnd()}\n\n${TRAILER}\n`;
-}
 
 /** Whether commit `oid` is a heartbeat. */
 export async function isHeartbeat(gitdir: string, oid: string): Promise<boolean> {
   const { commit } = await git.readCommit({ fs, gitdir, oid });
-  return commit.message.split('\n').includes(TRAILER);
+  return isHeartbeatMessage(commit.message);
 }
 
 /** When the tip `oid` is a heartbeat whose parent is here (a push needs it), the parents its replacement takes; null otherwise. */
 export async function replacement(gitdir: string, oid: string): Promise<{ parents: string[] } | null> {
   const { commit } = await git.readCommit({ fs, gitdir, oid });
-  if (!commit.message.split('\n').includes(TRAILER) || commit.parent.length > 1) return null;
+  if (!isHeartbeatMessage(commit.message) || commit.parent.length > 1) return null;
   for (const p of commit.parent) if (!(await git.readCommit({ fs, gitdir, oid: p }).then(() => true, () => false))) return null;
   return { parents: commit.parent };
 }

@@ -12,7 +12,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import base from 'isomorphic-git/http/node';
 import type { GitHttpResponse, HttpClient } from 'isomorphic-git';
-import { MeshError } from '../errors.js';
+import { MeshError } from '../../core/errors.js';
 
 /** HTTP basic credentials: the node name and the credential its token carried. */
 export interface Credential {

@@ -6,6 +6,7 @@
  * A server that does not answer protocol v2 gets isomorphic-git's two-request poll instead.
  */
 import git, { Errors, type HttpClient } from 'isomorphic-git';
+import { pktLine, pktLines } from '../../core/git/pkt-line.js';
 
 export interface ServerRef {
   ref: string;
@@ -14,7 +15,7 @@ export interface ServerRef {
 
 /** The refs under `prefix` on the server at `url` (a smart HTTP repository URL). */
 export async function lsRefs(http: HttpClient, url: string, prefix: string): Promise<ServerRef[]> {
-  const body = Buffer.concat([pkt('command=ls-refs\n'), pkt('agent=mesh-host\n'), Buffer.from('0001'), pkt(`ref-prefix ${prefix}\n`), Buffer.from('0000')]);
+  const body = Buffer.from(pktLine('command=ls-refs\n') + pktLine('agent=mesh-host\n') + '0001' + pktLine(`ref-prefix ${prefix}\n`) + '0000');
   const res = await http.request({
     url: `${url.replace(/\/+$/, '')}/git-upload-pack`,
     method: 'POST',
@@ -33,31 +34,29 @@ export async function lsRefs(http: HttpClient, url: string, prefix: string): Pro
   return (await git.listServerRefs({ http, url, protocolVersion: 2, prefix })).map(({ ref, oid }) => ({ ref, oid }));
 }
 
-function pkt(line: string): Buffer {
-  const data = Buffer.from(line, 'utf8');
-  return Buffer.concat([Buffer.from((data.length + 4).toString(16).padStart(4, '0')), data]);
-}
-
 async function collect(body: AsyncIterableIterator<Uint8Array>): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const chunk of body) chunks.push(Buffer.from(chunk));
   return Buffer.concat(chunks);
 }
 
-/** "<oid> <ref>[ attributes]\n" pkt-lines up to a flush; null when the bytes are anything else. */
+/** "<oid> <ref>[ attributes]\n" pkt-lines up to a flush that ends the answer; null when the bytes are anything else. */
 export function parseLsRefs(buf: Buffer): ServerRef[] | null {
   const refs: ServerRef[] = [];
-  let at = 0;
-  while (at + 4 <= buf.length) {
-    const len = Number.parseInt(buf.subarray(at, at + 4).toString('latin1'), 16);
-    if (Number.isNaN(len)) return null;
-    if (len === 0) return at + 4 === buf.length ? refs : null;
-    if (len < 4 || at + len > buf.length) return null;
-    const line = buf.subarray(at + 4, at + len).toString('utf8').replace(/\n$/, '');
-    at += len;
-    const m = /^([0-9a-f]{40}|[0-9a-f]{64}) (\S+)/.exec(line);
-    if (!m) return null;
-    refs.push({ oid: m[1]!, ref: m[2]! });
+  try {
+    let flushed = false;
+    for (const p of pktLines(buf)) {
+      if (flushed || p === 1 || p === 2) return null;
+      if (p === 0) {
+        flushed = true;
+        continue;
+      }
+      const m = /^([0-9a-f]{40}|[0-9a-f]{64}) (\S+)/.exec((p as Buffer).toString('utf8'));
+      if (!m) return null;
+      refs.push({ oid: m[1]!, ref: m[2]! });
+    }
+    return flushed ? refs : null;
+  } catch {
+    return null;
   }
-  return null;
 }

@@ -8,6 +8,7 @@
  */
 import * as fs from 'node:fs';
 import git, { type HttpClient } from 'isomorphic-git';
+import { pktLine, pktTextLines } from '../../core/git/pkt-line.js';
 
 /** What to send: every object of the commits from `tip` back to the first one the server has. */
 export interface Outgoing {
@@ -43,7 +44,7 @@ export async function outgoing(gitdir: string, tip: string, remote: string | nul
 export async function pushOne(http: HttpClient, url: string, gitdir: string, ref: string, remote: string | null, tip: string, oids: string[]): Promise<string> {
   const { packfile } = await git.packObjects({ fs, gitdir, oids });
   const old = remote ?? '0'.repeat(40);
-  const body = Buffer.concat([pkt(`${old} ${tip} ${ref}\0report-status agent=mesh-host\n`), Buffer.from('0000'), Buffer.from(packfile!)]);
+  const body = Buffer.concat([Buffer.from(pktLine(`${old} ${tip} ${ref}\0report-status agent=mesh-host\n`) + '0000'), Buffer.from(packfile!)]);
   const res = await http.request({
     url: `${url.replace(/\/+$/, '')}/git-receive-pack`,
     method: 'POST',
@@ -53,7 +54,7 @@ export async function pushOne(http: HttpClient, url: string, gitdir: string, ref
   const chunks: Buffer[] = [];
   for await (const chunk of res.body ?? []) chunks.push(Buffer.from(chunk));
   if (res.statusCode !== 200) return `HTTP ${res.statusCode}`;
-  const lines = pktLines(Buffer.concat(chunks));
+  const lines = pktTextLines(Buffer.concat(chunks)) ?? [];
   if (lines[0] !== 'unpack ok') return lines[0] ?? 'no answer';
   const verdict = lines.find((l) => l === `ok ${ref}` || l.startsWith(`ng ${ref} `));
   return verdict === `ok ${ref}` ? 'ok' : (verdict ?? 'no verdict for the ref');
@@ -67,20 +68,4 @@ async function treeObjects(gitdir: string, oid: string): Promise<string[]> {
   const { tree } = await git.readTree({ fs, gitdir, oid });
   const nested = await Promise.all(tree.map((e) => (e.type === 'tree' ? treeObjects(gitdir, e.oid) : [e.oid])));
   return [oid, ...nested.flat()];
-}
-
-function pkt(line: string): Buffer {
-  const data = Buffer.from(line, 'utf8');
-  return Buffer.concat([Buffer.from((data.length + 4).toString(16).padStart(4, '0')), data]);
-}
-
-function pktLines(buf: Buffer): string[] {
-  const lines: string[] = [];
-  for (let at = 0; at + 4 <= buf.length; ) {
-    const len = Number.parseInt(buf.subarray(at, at + 4).toString('latin1'), 16);
-    if (!(len >= 4)) break;
-    lines.push(buf.subarray(at + 4, at + len).toString('utf8').replace(/\n$/, ''));
-    at += len;
-  }
-  return lines;
 }

@@ -4,7 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { MeshError } from '../errors.js';
+import { MeshError } from '../../core/errors.js';
 import { underRoot } from '../paths.js';
 import type { ResourceContext } from './handler.js';
 import { invalidateIdCache } from './ownership.js';

@@ -9,7 +9,7 @@
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { MeshError } from '../errors.js';
+import { MeshError } from '../../core/errors.js';
 import type { ExecResult, ResourceContext } from './handler.js';
 
 /** What dpkg says about one package that is (at least partly) installed. */

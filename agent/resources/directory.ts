@@ -1,7 +1,7 @@
 /** `directory`: one directory with its mode and ownership, or its absence (only when empty). */
 import { chmodSync, chownSync, lstatSync, mkdirSync, readdirSync, rmdirSync } from 'node:fs';
 import type { DirectoryResource } from '../../schema/declaration.js';
-import { MeshError } from '../errors.js';
+import { MeshError } from '../../core/errors.js';
 import { underRoot } from '../paths.js';
 import { normalMode } from './file.js';
 import type { Handler } from './handler.js';

@@ -2,7 +2,7 @@
 import { chmodSync, chownSync, lstatSync, readFileSync, unlinkSync } from 'node:fs';
 import type { FileResource } from '../../schema/declaration.js';
 import { writeFileAtomic } from '../atomic.js';
-import { MeshError } from '../errors.js';
+import { MeshError } from '../../core/errors.js';
 import { underRoot } from '../paths.js';
 import type { Handler } from './handler.js';
 import { describeOwnership, ownershipDiff, readNode, restoreNode, type NodeState } from './node.js';

@@ -4,6 +4,9 @@
  */
 import type { Resource } from '../../schema/declaration.js';
 import type { OwnedRecord } from '../../schema/report.js';
+import type { Observed } from '../../core/plan.js';
+
+export type { Observed };
 
 /** What a handler gets from the world: the machine's root, a process runner and a clock. */
 export interface ResourceContext {
@@ -20,9 +23,6 @@ export interface ExecResult {
 
 /** Runs a program (no shell) and resolves with its exit code and output; never throws on a non-zero exit. */
 export type Exec = (cmd: string, args: string[], opts?: { env?: Record<string, string>; input?: string; timeoutMs?: number }) => Promise<ExecResult>;
-
-/** What is on the machine now for one resource, in the terms of its fields; null when absent. */
-export type Observed = Record<string, unknown> | null;
 
 /** What was there before the host took a resource over, so that un-declaring can restore it. */
 export type Prior = Record<string, unknown>;

@@ -1,6 +1,6 @@
 /** One handler per resource type. Types without a handler yet fail with a clear error, never silently. */
 import type { Resource, ResourceType } from '../../schema/declaration.js';
-import { MeshError } from '../errors.js';
+import { MeshError } from '../../core/errors.js';
 import { directoryHandler } from './directory.js';
 import { fileHandler } from './file.js';
 import { groupHandler } from './group.js';

@@ -8,7 +8,7 @@ import { chmodSync, chownSync, closeSync, lstatSync, mkdirSync, openSync, readdi
 import { join, resolve } from 'node:path';
 import type { OwnedRecord } from '../../schema/report.js';
 import { writeFileAtomic } from '../atomic.js';
-import { MeshError } from '../errors.js';
+import { MeshError } from '../../core/errors.js';
 import { underRoot } from '../paths.js';
 import type { ResourceContext } from './handler.js';
 import { invalidateIdCache, lookupId, nameOf } from './ownership.js';

@@ -6,7 +6,7 @@
  * added in this pass is never reported unknown.
  */
 import { readFileSync, statSync } from 'node:fs';
-import { MeshError } from '../errors.js';
+import { MeshError } from '../../core/errors.js';
 import { underRoot } from '../paths.js';
 
 interface Table {

@@ -8,7 +8,7 @@
  * (when that version can still be had); a package the host installed is removed.
  */
 import type { PackageResource } from '../../schema/declaration.js';
-import { MeshError } from '../errors.js';
+import { MeshError } from '../../core/errors.js';
 import { aptFailure, aptGet, NOT_FOUND, queryInstalled, refreshLists, type Installed } from './apt.js';
 import type { Handler, ResourceContext } from './handler.js';
 

@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { ServiceResource } from '../../schema/declaration.js';
 import type { HandlerExtras } from '../apply.js';
-import { MeshError } from '../errors.js';
+import { MeshError } from '../../core/errors.js';
 import type { Handler, ResourceContext } from './handler.js';
 
 /** The systemd that runs the machine at a root, or the reason there is none. */

@@ -3,7 +3,7 @@ import { renameSync, rmSync, symlinkSync, unlinkSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { SymlinkResource } from '../../schema/declaration.js';
 import { fsyncDir } from '../atomic.js';
-import { MeshError } from '../errors.js';
+import { MeshError } from '../../core/errors.js';
 import { assertNoSymlinkParents, underRoot } from '../paths.js';
 import type { Handler } from './handler.js';
 import { readNode, restoreNode, type NodeState } from './node.js';

@@ -6,11 +6,12 @@
  * can check it and any browser can show it.
  */
 import type { Fleet } from '../fleet.js';
-import { contact } from '../duration.js';
+import { contact } from '../../core/duration.js';
 import { mainRef } from '../reports.js';
 import type { Rollout } from '../rollout.js';
 import { affectedAt, rolloutAt } from './rollout.js';
 import type { NodeStatus } from './status.js';
+import { git } from '../git.js';
 
 /** How far back on main to look for commits that changed declarations, and how many rollouts to draw. */
 const LOOK_BACK = 20;
@@ -45,7 +46,7 @@ export async function fleetPage(fleet: Fleet, nodes: NodeStatus[], summary: stri
 }
 
 async function lastRollouts(fleet: Fleet): Promise<CommitRollout[]> {
-  const log = await fleet.git.raw(['log', '--first-parent', `-n${LOOK_BACK}`, '--format=%H%x09%cI%x09%s', mainRef(fleet), '--']).catch(() => '');
+  const log = await git(fleet.dir, ['log', '--first-parent', `-n${LOOK_BACK}`, '--format=%H%x09%cI%x09%s', mainRef(fleet), '--']).catch(() => '');
   const result: CommitRollout[] = [];
   for (const line of log.split('\n').filter(Boolean)) {
     const [commit, date, ...subject] = line.split('\t');

@@ -9,13 +9,12 @@
  * else a new one created there. The checkout also gets an allowed_signers file from mesh.yaml,
  * so that `git log --show-signature` and `git verify-commit` work in it.
  */
-import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { simpleGit, type SimpleGit } from 'simple-git';
-import { MeshError } from '../../agent/errors.js';
+import { MeshError } from '../../core/errors.js';
 import { commitPaths } from '../fleet.js';
+import { git } from '../git.js';
 import { operatorKey, type SigningKey } from '../signing-key.js';
 
 export interface InitOptions {
@@ -33,19 +32,17 @@ export async function initFleet(dir: string, opts: InitOptions = {}): Promise<{ 
   const key = await operatorKey(opts.signingKey);
   mkdirSync(target, { recursive: true });
   cpSync(exampleDir(), target, { recursive: true });
-  const git = simpleGit({ baseDir: target });
-  await git.init(['--initial-branch=main']);
-  const signer = opts.signer ?? (await identity(git));
+  await git(target, ['init', '--quiet', '--initial-branch=main']);
+  const signer = opts.signer ?? (await identity(target));
   const meshYaml = join(target, 'mesh.yaml');
   const text = readFileSync(meshYaml, 'utf8').replace(/^name: .*$/m, `name: ${opts.name ?? basename(target)}`);
   writeFileSync(meshYaml, withSigner(text, signer, key.publicKey));
   const allowed = join(target, '.git', 'allowed_signers');
   writeFileSync(allowed, `${principal(signer)} namespaces="git" ${key.publicKey.split(/\s+/).slice(0, 2).join(' ')}\n`);
-  // The git binary itself, not simple-git: simple-git refuses to set signing keys and signature trust.
   for (const [k, v] of [['gpg.format', 'ssh'], ['user.signingkey', key.privateKeyFile], ['commit.gpgsign', 'true'], ['gpg.ssh.allowedSignersFile', allowed]]) {
-    execFileSync('git', ['config', '--local', k!, v!], { cwd: target, stdio: 'ignore' });
+    await git(target, ['config', '--local', k!, v!]);
   }
-  return { commit: await commitPaths(git, ['.'], `mesh: new fleet ${opts.name ?? basename(target)}`), key };
+  return { commit: await commitPaths(target, ['.'], `mesh: new fleet ${opts.name ?? basename(target)}`), key };
 }
 
 /** mesh.yaml with `trust: signed` and the operator's key as its one signer (the example's comments kept). */
@@ -60,9 +57,9 @@ function principal(name: string): string {
   return name.replace(/[\s",*?!]/g, '_') || 'operator';
 }
 
-async function identity(git: SimpleGit): Promise<string> {
+async function identity(dir: string): Promise<string> {
   for (const k of ['user.email', 'user.name']) {
-    const v = (await git.getConfig(k).catch(() => ({ value: null }))).value;
+    const v = (await git(dir, ['config', '--get', k]).catch(() => '')).trim();
     if (v) return v;
   }
   return 'operator';

@@ -11,7 +11,7 @@ import { copyFileSync, existsSync, readdirSync, readFileSync, renameSync, statSy
 import { basename, join, resolve } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import type { Command } from 'commander';
-import { MeshError } from '../../agent/errors.js';
+import { MeshError } from '../../core/errors.js';
 
 export interface Added {
   package: string;

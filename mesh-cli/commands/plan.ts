@@ -7,8 +7,8 @@
  */
 import type { Command } from 'commander';
 import { InvalidArgumentError } from 'commander';
-import type { Problem } from '../../agent/errors.js';
-import type { SignatureVerdict } from '../../agent/verify-report.js';
+import type { Problem } from '../../core/errors.js';
+import type { SignatureVerdict } from '../../core/report/verify.js';
 import type { Report } from '../../schema/report.js';
 import { diffDeclarations, type ResourceChange } from '../declaration-diff.js';
 import { changedNodes } from '../declarations.js';

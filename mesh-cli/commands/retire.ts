@@ -7,9 +7,10 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
-import { MeshError } from '../../agent/errors.js';
+import { MeshError } from '../../core/errors.js';
 import { commitPaths, openFleet, type Fleet } from '../fleet.js';
 import { readIdentity, writeIdentity } from './token.js';
+import { git } from '../git.js';
 
 export interface Retired {
   node: string;
@@ -22,12 +23,12 @@ export interface Retired {
 export async function retireNode(fleet: Fleet, node: string): Promise<Retired> {
   const identity = readIdentity(fleet, node);
   if (!identity) throw new MeshError('E_UNKNOWN_NODE', `nodes/${node}/node.yaml does not exist: ${node} is not a node of this fleet`);
-  const listed = await fleet.git.raw(['ls-files', '-z', '--', `nodes/${node}/`]);
+  const listed = await git(fleet.dir, ['ls-files', '-z', '--', `nodes/${node}/`]);
   const removed = listed.split('\0').filter((f) => f && f !== `nodes/${node}/node.yaml`);
   if (identity.retired && removed.length === 0) throw new MeshError('E_ALREADY_RETIRED', `${node} is already retired and its declaration is empty`);
   for (const f of removed) rmSync(join(fleet.dir, f), { force: true });
   const file = writeIdentity(fleet, { ...identity, retired: true }, 'retire');
-  const commit = await commitPaths(fleet.git, [file, ...removed.map((f) => join(fleet.dir, f))], `retire ${node}: empty declaration`);
+  const commit = await commitPaths(fleet.dir, [file, ...removed.map((f) => join(fleet.dir, f))], `retire ${node}: empty declaration`);
   return { node, commit, removed };
 }
 

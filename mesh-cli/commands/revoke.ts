@@ -7,10 +7,10 @@
  * the other per-node credentials the operator must revoke at their providers.
  */
 import type { Command } from 'commander';
-import { MeshError } from '../../agent/errors.js';
-import { fingerprint } from '../../agent/sign/sshsig.js';
+import { MeshError } from '../../core/errors.js';
+import { fingerprint } from '../../core/sign/sshsig.js';
 import type { NodeIdentity } from '../../schema/fleet.js';
-import { commitPaths, openFleet, type Fleet } from '../fleet.js';
+import { commitPaths, openFleet, originUrl, type Fleet } from '../fleet.js';
 import { currentNodeKey } from './signers.js';
 import { earlierKeys, readIdentity, withoutCredentials, writeIdentity } from './token.js';
 
@@ -29,8 +29,8 @@ export async function revokeNode(fleet: Fleet, node: string): Promise<Revoked> {
   const nodeKey = await currentNodeKey(fleet, node);
   const identity: NodeIdentity = { node, generation: previous.generation + 1, ...earlierKeys(previous), ...(previous.retired ? { retired: true } : {}) };
   const file = writeIdentity(fleet, identity, 'revoke');
-  const commit = await commitPaths(fleet.git, [file], `revoke ${node}: generation ${identity.generation}, no token`);
-  const origin = (await fleet.git.getRemotes(true)).find((r) => r.name === 'origin')?.refs.push;
+  const commit = await commitPaths(fleet.dir, [file], `revoke ${node}: generation ${identity.generation}, no token`);
+  const origin = await originUrl(fleet.dir, 'push');
   const url = origin ? withoutCredentials(origin) : 'the fleet repo';
   const credentials = [
     `the git credential ${node} pushes its reports with (refs/heads/reports/${node} at ${url}; on the machine in /etc/mesh-host/credential.json): mesh-cli serve refuses it at once, as soon as this commit is pushed; on any other git server, delete it there`,

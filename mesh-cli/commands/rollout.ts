@@ -6,14 +6,15 @@
  * Exit codes: 0 none failed, 1 some failed (2, for usage and fleet errors, is set in main.ts).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { MeshError } from '../../agent/errors.js';
+import { MeshError } from '../../core/errors.js';
 import type { Report } from '../../schema/report.js';
 import { changedNodes } from '../declarations.js';
-import { contact } from '../duration.js';
+import { contact } from '../../core/duration.js';
 import type { Fleet } from '../fleet.js';
 import { fetchReports, lastReports, mainRef, newestValid, trusted } from '../reports.js';
 import { classify, rolloutLine, type Rollout } from '../rollout.js';
 import { firstParent, isAncestor, resolveCommit } from '../tree.js';
+import { git } from '../git.js';
 
 /** Options of `status --commit`. */
 export interface RolloutOptions {
@@ -62,7 +63,7 @@ export async function rolloutCommand(fleet: Fleet, o: RolloutOptions): Promise<v
     if (o.fetch) await fetchReports(fleet).catch((e: unknown) => console.error(`note: fetch failed, trying again: ${e instanceof MeshError ? e.message : String(e)}`));
     rollout = await rolloutAt(fleet, commit, affected);
   }
-  const subject = (await fleet.git.raw(['log', '-1', '--format=%s', commit])).trim();
+  const subject = (await git(fleet.dir, ['log', '-1', '--format=%s', commit])).trim();
   console.log(o.json ? JSON.stringify(rollout) : formatRollout(rollout, subject, new Date(), o.waitMs !== undefined));
   if (rollout.failed.length > 0) process.exitCode = 1;
 }

@@ -8,7 +8,7 @@
  */
 import type { Command } from 'commander';
 import { pino } from 'pino';
-import { MeshError } from '../../agent/errors.js';
+import { MeshError } from '../../core/errors.js';
 import { checkedDir } from '../server/dirs.js';
 import { startGitServer, type Authorizer } from '../server/git-http.js';
 import { hooksDir, installHooks } from '../server/hooks.js';

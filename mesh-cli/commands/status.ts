@@ -10,19 +10,20 @@
  */
 import { InvalidArgumentError, type Command } from 'commander';
 import { writeFileSync } from 'node:fs';
-import { MeshError } from '../../agent/errors.js';
-import type { SignatureVerdict } from '../../agent/verify-report.js';
+import { MeshError } from '../../core/errors.js';
+import type { SignatureVerdict } from '../../core/report/verify.js';
 import { MeshConfig } from '../../schema/fleet.js';
-import { loadYaml } from '../../schema/load.js';
+import { loadYaml } from '../../core/load.js';
 import type { Report, Signer } from '../../schema/report.js';
 import { CHAIN_NOTES, type ChainVerdict } from '../chain.js';
 import { openFleet, type Fleet } from '../fleet.js';
 import { formatHistory, reportHistory } from '../history.js';
-import { age, parseDuration } from '../duration.js';
+import { age, parseDuration } from '../../core/duration.js';
 import { eligibility, failureLines, fetchBranches, fetchReports, lastReports, mainRef, reportedNodes, trusted } from '../reports.js';
 import { fleetPage } from './html.js';
 import { rolloutCommand } from './rollout.js';
 import { usageExitsTwo } from '../usage.js';
+import { git } from '../git.js';
 
 /** One row of `status --json`: the node's last report, trusted only when its signature is valid. */
 export interface NodeStatus {
@@ -56,9 +57,9 @@ export async function fleetStatus(fleet: Fleet, opts: { fetch: boolean }): Promi
   // The nodes on main, mesh.yaml's trust and main's tip are read as soon as main is fetched, while the reports are.
   let mainFetched!: () => void;
   const fromMain = new Promise<void>((resolve) => (mainFetched = resolve)).then(() => Promise.all([
-    fleet.git.raw(['ls-tree', '-d', '--name-only', `${mainRef(fleet)}:nodes`]).catch(() => ''),
+    git(fleet.dir, ['ls-tree', '-d', '--name-only', `${mainRef(fleet)}:nodes`]).catch(() => ''),
     trustOnMain(fleet),
-    fleet.git.raw(['rev-parse', '--verify', '--quiet', mainRef(fleet)]).then((out) => out.trim() || null, () => null),
+    git(fleet.dir, ['rev-parse', '--verify', '--quiet', mainRef(fleet)]).then((out) => out.trim() || null, () => null),
   ]));
   if (opts.fetch) await fetchReports(fleet, mainFetched);
   mainFetched(); // not fetched, or not called back (main is read as it is)
@@ -92,7 +93,7 @@ export async function fleetStatus(fleet: Fleet, opts: { fetch: boolean }): Promi
 
 /** mesh.yaml's `trust` on the fetched main (the checkout's own mesh.yaml when main was not fetched). */
 async function trustOnMain(fleet: Fleet): Promise<'signed' | 'none'> {
-  const text = await fleet.git.raw(['show', `${mainRef(fleet)}:mesh.yaml`]).catch(() => null);
+  const text = await git(fleet.dir, ['show', `${mainRef(fleet)}:mesh.yaml`]).catch(() => null);
   const loaded = text === null ? null : loadYaml(text, 'mesh.yaml', MeshConfig);
   return loaded?.ok ? loaded.value.trust : fleet.config.trust;
 }

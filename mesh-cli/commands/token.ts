@@ -13,12 +13,12 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { MeshError } from '../../agent/errors.js';
-import { encodePrivateKey, generateKeyPair, sshPublicKey } from '../../agent/sign/sshsig.js';
+import { MeshError } from '../../core/errors.js';
+import { encodePrivateKey, generateKeyPair, sshPublicKey } from '../../core/sign/sshsig.js';
 import { NODE_NAME, NodeIdentity } from '../../schema/fleet.js';
-import { loadYamlOrThrow } from '../../schema/load.js';
+import { loadYamlOrThrow } from '../../core/load.js';
 import type { TokenFile } from '../../schema/token.js';
-import { commitPaths, type Fleet } from '../fleet.js';
+import { commitPaths, originUrl, type Fleet } from '../fleet.js';
 import { newSecret, passwordHash } from '../server/operators.js';
 
 export interface IssuedToken {
@@ -30,7 +30,7 @@ export interface IssuedToken {
 /** Issue a token for `node` in `fleet`. */
 export async function issueToken(fleet: Fleet, node: string, opts: { url?: string; expiresMs: number; now: Date; credential?: boolean }): Promise<IssuedToken> {
   if (!NODE_NAME.test(node)) throw new MeshError('E_BAD_NODE', `'${node}' is not a valid node name: use lower-case letters, digits and -, at most 63 characters`);
-  const url = withoutCredentials(opts.url ?? (await originUrl(fleet)));
+  const url = withoutCredentials(opts.url ?? (await fleetUrl(fleet)));
   const password = opts.credential === false ? null : newSecret();
   const previous = readIdentity(fleet, node);
   const keys = generateKeyPair();
@@ -44,7 +44,7 @@ export async function issueToken(fleet: Fleet, node: string, opts: { url?: strin
     ...(password ? { credential: { sha256: passwordHash(password) } } : {}),
   };
   const file = writeIdentity(fleet, identity, 'token issue');
-  const commit = await commitPaths(fleet.git, [file], `token: issue ${node} generation ${identity.generation}`);
+  const commit = await commitPaths(fleet.dir, [file], `token: issue ${node} generation ${identity.generation}`);
   const token: TokenFile = {
     kind: 'mesh-token',
     version: 1,
@@ -104,9 +104,8 @@ export function writeTokenFile(out: string, text: string): void {
   }
 }
 
-async function originUrl(fleet: Fleet): Promise<string> {
-  const remotes = await fleet.git.getRemotes(true);
-  const origin = remotes.find((r) => r.name === 'origin');
-  if (!origin?.refs.fetch) throw new MeshError('E_NO_URL', "the fleet checkout has no 'origin' remote: pass --url with the URL hosts will use");
-  return origin.refs.fetch;
+async function fleetUrl(fleet: Fleet): Promise<string> {
+  const url = await originUrl(fleet.dir);
+  if (!url) throw new MeshError('E_NO_URL', "the fleet checkout has no 'origin' remote: pass --url with the URL hosts will use");
+  return url;
 }

@@ -6,9 +6,8 @@
  * github format prints them as Actions annotations. Exit 1 on any problem.
  */
 import { InvalidArgumentError, type Command } from 'commander';
-import { simpleGit } from 'simple-git';
-import { MeshError, type Problem } from '../../agent/errors.js';
-import { openFleet, type Fleet } from '../fleet.js';
+import { MeshError, type Problem } from '../../core/errors.js';
+import { openFleet, topOf, type Fleet } from '../fleet.js';
 import { eligibility, lastReports, reportedNodes, trusted, tryFetchReports } from '../reports.js';
 import { commitTree, resolveCommit, workingTree } from '../tree.js';
 import { checkTree, type Checked } from '../validate-checks.js';
@@ -83,9 +82,9 @@ export function validateCommand(program: Command): void {
 
 /** The checkout without reading mesh.yaml (main branch assumed `main`), or the original error outside a checkout. */
 async function openLoosely(cwd: string, error: unknown): Promise<Fleet> {
-  const dir = await simpleGit({ baseDir: cwd }).revparse(['--show-toplevel']).catch(() => null);
+  const dir = await topOf(cwd);
   if (!dir || !(error instanceof MeshError)) throw error;
-  return { dir, git: simpleGit({ baseDir: dir }), config: { name: '', mainBranch: 'main', trust: 'signed', signers: [] } };
+  return { dir, config: { name: '', mainBranch: 'main', trust: 'signed', signers: [] } };
 }
 
 function formatOption(text: string): Format {

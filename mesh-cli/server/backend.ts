@@ -1,5 +1,6 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { spawnGitProgram } from '../git.js';
 import { readCgiHead } from './cgi.js';
 
 /** What one CGI run of `git http-backend` needs to know about the request beyond its stream. */
@@ -73,7 +74,7 @@ export function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
  */
 export function runCgi(program: string, env: NodeJS.ProcessEnv, req: IncomingMessage, res: ServerResponse,
   onFailure: (message: string) => void): CgiRun {
-  const child = spawn(program, [], { env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+  const child = spawnGitProgram(program, env);
   child.stdin.on('error', () => {}); // EPIPE: git stopped reading (it answers with an error itself)
   req.pipe(child.stdin);
   let stderr = '';

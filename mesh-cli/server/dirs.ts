@@ -1,5 +1,5 @@
 import { access, constants, realpath, stat } from 'node:fs/promises';
-import { MeshError } from '../../agent/errors.js';
+import { MeshError } from '../../core/errors.js';
 
 /** The real path of a folder the server must read, or a MeshError that says what to do about it. */
 export async function checkedDir(dir: string, what: 'data' | 'packages'): Promise<string> {

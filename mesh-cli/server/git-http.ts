@@ -1,15 +1,14 @@
-import { execFile } from 'node:child_process';
 import { access, constants, stat } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
-import { MeshError, messageOf } from '../../agent/errors.js';
+import { MeshError, messageOf } from '../../core/errors.js';
 import { allowAll, parseBasicAuth, type Authorizer } from './auth.js';
 import { cgiEnv, killGroup, runCgi, type CgiRun } from './backend.js';
 import { checkedDir } from './dirs.js';
 import { route } from './route.js';
 import { servePackageFile } from './static.js';
+import { gitExecPath } from '../git.js';
 
 export type { Authorizer, AuthRequest, AuthResult, Service } from './auth.js';
 
@@ -109,8 +108,7 @@ async function isRepo(dir: string): Promise<boolean> {
 
 async function httpBackendPath(): Promise<string> {
   try {
-    const { stdout } = await promisify(execFile)('git', ['--exec-path']);
-    const path = join(stdout.trim(), 'git-http-backend');
+    const path = join(await gitExecPath(), 'git-http-backend');
     await access(path, constants.X_OK);
     return path;
   } catch (e) {

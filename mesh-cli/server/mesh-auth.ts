@@ -9,16 +9,15 @@
  * push is decided by the pre-receive hook (hooks.ts); its advertisements hide every other
  * node's report branch, so they stay small however many nodes the fleet has.
  */
-import { execFile } from 'node:child_process';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { NODE_NAME, NodeIdentity } from '../../schema/fleet.js';
-import { loadYaml } from '../../schema/load.js';
+import { loadYaml } from '../../core/load.js';
 import type { Authorizer, AuthResult } from './auth.js';
 import { mainStamp } from './main-stamp.js';
 import { matchesHash, Operators, operatorsFile } from './operators.js';
+import { REPORT_REFS, reportRef } from '../../core/report/branch.js';
+import { git as runGit } from '../git.js';
 
-const run = promisify(execFile);
 const REFUSED: AuthResult = { ok: false, status: 401, message: 'mesh: authentication failed: use an operator credential or the node credential from its token' };
 
 /** The Authorizer for the bare repositories in `data`, with git hooks from `hooksDir`. */
@@ -40,8 +39,8 @@ export function meshAuthorizer(data: string, hooksDir: string): Authorizer {
 /** Per-node config: advertise main and the node's own report branch, not the other nodes' (hideRefs: later entries win). */
 export function nodeRefs(node: string): Array<[string, string]> {
   return ['uploadpack.hideRefs', 'receive.hideRefs'].flatMap((key): Array<[string, string]> => [
-    [key, 'refs/heads/reports/'],
-    [key, `!refs/heads/reports/${node}`],
+    [key, REPORT_REFS],
+    [key, `!${reportRef(node)}`],
   ]);
 }
 
@@ -90,7 +89,7 @@ async function readIdentity(dir: string, main: string, node: string): Promise<No
 /** git's stdout (trimmed for rev-parse), or null when it fails. */
 async function git(dir: string, args: string[]): Promise<string | null> {
   try {
-    const { stdout } = await run('git', ['--git-dir', dir, ...args], { maxBuffer: 2 * 1024 * 1024 });
+    const stdout = await runGit(dir, ['--git-dir', dir, ...args]);
     return args[0] === 'rev-parse' ? stdout.trim() || null : stdout;
   } catch {
     return null;

@@ -1,13 +1,13 @@
 /**
- * The signature half of checking a report (agent/verify-report.ts is the whole): status.json
+ * The signature half of checking a report (verify.ts is the whole): status.json
  * signed by the node key it names, that key vouched for by the token key node.yaml names for
  * the report's generation. No schema and no YAML here, only the signature code, so that the
  * threads `mesh-cli status` verifies on (mesh-cli/verify-worker.ts) start in milliseconds.
  */
 import { hash } from 'node:crypto';
-import type { NodeIdentity } from '../schema/fleet.js';
-import { REPORT_NAMESPACE, VOUCH_NAMESPACE, vouchPayload } from '../schema/signing.js';
-import { sameKey, verifySsh } from './sign/sshsig.js';
+import type { NodeIdentity } from '../../schema/fleet.js';
+import { REPORT_NAMESPACE, VOUCH_NAMESPACE, vouchPayload } from '../../schema/signing.js';
+import { sameKey, verifySsh } from '../sign/sshsig.js';
 
 export type SignatureVerdict = 'valid' | 'invalid' | 'revoked' | 'missing';
 

@@ -7,12 +7,12 @@
  * from it. Used by `mesh-cli status`, `mesh-cli signers` and enrolment; lives beside the
  * code that makes reports so that the two never disagree about the bytes.
  */
-import type { NodeIdentity } from '../schema/fleet.js';
-import { loadYaml, type Loaded } from '../schema/load.js';
-import { Report } from '../schema/report.js';
-import { verifyClaims, type Verdict, type VouchMemo } from './verify-claims.js';
+import type { NodeIdentity } from '../../schema/fleet.js';
+import { loadYaml, type Loaded } from '../load.js';
+import { Report } from '../../schema/report.js';
+import { verifyClaims, type Verdict, type VouchMemo } from './claims.js';
 
-export type { ReportClaims, SignatureVerdict, Verdict, VouchMemo } from './verify-claims.js';
+export type { ReportClaims, SignatureVerdict, Verdict, VouchMemo } from './claims.js';
 
 export interface VerifiedReport extends Verdict {
   /** The parsed report, when status.json could be read at all (even if its signature is bad). */

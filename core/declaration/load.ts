@@ -5,8 +5,8 @@
  * file, line and column; nothing is applied unless there are none.
  */
 import { createHash } from 'node:crypto';
-import type { Resource } from '../schema/declaration.js';
-import type { Problem } from './errors.js';
+import type { Resource } from '../../schema/declaration.js';
+import type { Problem } from '../errors.js';
 
 /** Read access to one commit of the fleet repo (git objects, a folder, or a checkout). */
 export interface TreeReader {
@@ -41,7 +41,7 @@ export async function loadDeclaration(tree: TreeReader, node: string): Promise<D
   // Parsing is most of a no-op pass: a reader that keeps a cache may answer without it.
   const hit = await tree.cached?.(node);
   if (hit) return { ok: true, declaration: hit };
-  const { parseDeclaration } = await import('./declaration-parse.js'); // the YAML parser and schemas, only when there is parsing to do
+  const { parseDeclaration } = await import('./parse.js'); // the YAML parser and schemas, only when there is parsing to do
   const result = await parseDeclaration(tree, node);
   if (result.ok) tree.remember?.(result.declaration);
   return result;

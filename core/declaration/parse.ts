@@ -3,10 +3,10 @@
  * schemas, role includes, `source` files and duplicate identities. Kept apart so that a pass
  * answered from a declaration cache does not load the parser or build the schemas.
  */
-import { DeclarationFile, RoleFile, resourceId, type Resource } from '../schema/declaration.js';
-import { loadYaml, positionIn } from '../schema/load.js';
-import { digestOf, nodeDir, type DeclarationResult, type TreeReader } from './declaration.js';
-import type { Problem } from './errors.js';
+import { DeclarationFile, RoleFile, resourceId, type Resource } from '../../schema/declaration.js';
+import { loadYaml, positionIn } from '../load.js';
+import { digestOf, nodeDir, type DeclarationResult, type TreeReader } from './load.js';
+import type { Problem } from '../errors.js';
 
 /** Load, validate and resolve `node`'s declaration from `tree`, collecting every problem. */
 export async function parseDeclaration(tree: TreeReader, node: string): Promise<DeclarationResult> {

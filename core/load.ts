@@ -5,7 +5,7 @@
  */
 import { isMap, isPair, isScalar, LineCounter, parseDocument, type Document, type Node } from 'yaml';
 import type * as z from 'zod';
-import { InvalidInputError, type Problem } from '../agent/errors.js';
+import { InvalidInputError, type Problem } from './errors.js';
 
 export type Loaded<T> = { ok: true; value: T } | { ok: false; problems: Problem[] };
 

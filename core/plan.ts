@@ -6,7 +6,9 @@
 import type { Resource } from '../schema/declaration.js';
 import { resourceId } from '../schema/resource-id.js';
 import type { OwnedRecord } from '../schema/report.js';
-import type { Observed } from './resources/handler.js';
+
+/** What a resource handler read back from the machine: its fields as they are now, or null when it is absent. */
+export type Observed = Record<string, unknown> | null;
 
 export type Step =
   | { action: 'keep'; id: string; resource: Resource; adopt: boolean }

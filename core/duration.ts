@@ -3,11 +3,11 @@ import { InvalidArgumentError } from 'commander';
 
 const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
-/** Milliseconds in "500ms", "30s", "10m", "2h" or "7d"; a commander argument error otherwise. */
+/** Milliseconds in "500ms", "30s", "1.5m", "2h", "7d" or plain seconds ("60"); a commander argument error otherwise. */
 export function parseDuration(text: string): number {
-  const m = /^(\d+)(ms|s|m|h|d)$/.exec(text.trim());
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(text.trim());
   if (!m) throw new InvalidArgumentError('use a duration such as 30s, 10m, 24h or 7d');
-  return Number(m[1]) * UNITS[m[2]!]!;
+  return Math.round(Number(m[1]) * UNITS[m[2] ?? 's']!);
 }
 
 /** A short age such as "45s", "12m", "5h" or "3d". */
