@@ -58,6 +58,13 @@ function problemsOf(issue: z.core.$ZodIssue, doc: Document, lines: LineCounter, 
     const value = isScalar(node) ? `unknown ${issue.discriminator} '${String(node.value)}'` : `missing field '${issue.discriminator}'`;
     return [{ file, ...where(node), message: `${field}${value}${expected(issue)}` }];
   }
+  if (issue.code === 'invalid_key' && path.length > 0) {
+    // A map key that breaks the rule: point at the key, with the rule's own message.
+    const key = String(path[path.length - 1]);
+    const inner = (issue as { issues?: Array<{ message: string }> }).issues?.[0]?.message ?? issue.message;
+    const parent = path.slice(0, -1);
+    return [{ file, ...where(keyNode(doc, parent, key)), message: `${parent.length > 0 ? `${parent.join('.')}: ` : ''}'${key}': ${inner}` }];
+  }
   if (issue.code === 'invalid_type' && doc.getIn(path, true) === undefined) {
     return [{ file, ...where(undefined), message: `${field}missing required field` }];
   }

@@ -1,0 +1,76 @@
+/**
+ * Rendering a declaration's templates: Liquid (LiquidJS) with strict variables and filters and
+ * a lenient `if`, so `| default:` and `{% if %}` work on an unset variable while any other
+ * unknown name or filter is an error at the template's file:line:column. A value that is a list
+ * or a map cannot be printed as it is (Liquid would print "[object Object]"): it is an error
+ * that names the filters that do print it. Rendering happens once: the values of variables,
+ * parameters and facts are data, never parsed as templates themselves.
+ */
+import { Liquid, LiquidError } from 'liquidjs';
+import type { Problem } from '../errors.js';
+
+/** What a template sees. */
+export interface TemplateScope {
+  vars: Record<string, unknown>;
+  node: { name: string; groups: string[] };
+  facts: Record<string, unknown>;
+  /** Inside a role: the `with:` of the include that brought it in. */
+  params?: Record<string, unknown>;
+}
+
+/** The names at the top of a scope a template may read. */
+export type ScopeName = keyof TemplateScope;
+
+/** Maps a position inside the template text (1-based) to its place in the file. */
+export type PlaceOf = (line: number, col: number) => { line: number; col: number };
+
+export type Rendered = { ok: true; text: string; reads: ScopeName[] } | { ok: false; problem: Problem };
+
+const engine = new Liquid({
+  strictVariables: true,
+  strictFilters: true,
+  lenientIf: true,
+  ownPropertyOnly: true,
+  outputEscape: (value: unknown) => {
+    if (value !== null && typeof value === 'object') {
+      throw new Error(`this value is a ${Array.isArray(value) ? 'list' : 'map'} and cannot be printed as it is; print it with a filter such as | join: ", " or | json`);
+    }
+    return value === undefined || value === null ? '' : String(value);
+  },
+});
+
+/** Whether `text` holds any Liquid markup (`{{` or `{%`): only such text is rendered. */
+export function isTemplate(text: string): boolean {
+  return text.includes('{{') || text.includes('{%');
+}
+
+/** Render `text` (from `file`, placed by `placeOf`) with `scope`; an error is one Problem at its place. */
+export function renderTemplate(source: string, scope: TemplateScope, file: string, placeOf: PlaceOf): Rendered {
+  try {
+    const template = engine.parse(source);
+    const text = engine.renderSync(template, { ...scope }) as string;
+    const reads = engine.globalVariablesSync(template).filter((n): n is ScopeName => n in scope);
+    return { ok: true, text, reads: [...new Set(reads)].sort() };
+  } catch (e) {
+    return { ok: false, problem: problemOf(e, scope, file, placeOf) };
+  }
+}
+
+function problemOf(e: unknown, scope: TemplateScope, file: string, placeOf: PlaceOf): Problem {
+  const raw = e instanceof Error ? e.message : String(e);
+  // LiquidJS ends its messages with ", line:L, col:C" of the template; the place goes first in ours.
+  const at = /, line:(\d+), col:(\d+)$/.exec(raw);
+  const [line, col] = at ? [Number(at[1]), Number(at[2])] : e instanceof LiquidError && e.token ? e.token.getPosition() : [1, 1];
+  const message = (at ? raw.slice(0, at.index) : raw).replace(/^undefined variable: /, 'unknown variable ');
+  return { file, ...placeOf(line!, col!), message: hint(message, scope) };
+}
+
+/** The message with what to do about it. */
+function hint(message: string, scope: TemplateScope): string {
+  const m = /^unknown variable (\w+)\.(.+)$/.exec(message);
+  if (m?.[1] === 'vars') return `${message}: set it in a vars.yaml (nodes/, the node's groups or the node), or give a fallback with | default: VALUE`;
+  if (m?.[1] === 'params') return `${message}: pass it in the include's with:, or give a fallback with | default: VALUE`;
+  if (m?.[1] === 'facts') return `${message}: the facts are ${Object.keys(scope.facts).sort().join(', ') || 'none'}`;
+  if (/^unknown variable \w+$/.test(message)) return `${message}: a template reads ${Object.keys(scope).join(', ')}`;
+  return message;
+}

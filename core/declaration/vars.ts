@@ -1,0 +1,65 @@
+/**
+ * A node's variables, from `nodes/vars.yaml` through each group's `vars.yaml` down to its own:
+ * the closer level replaces the whole top-level key (no deep merge, lists never merged) and
+ * `null` unsets it — the rule of Hiera's `first`, Helm and Ansible's default. Every value
+ * remembers the file that set it and the files it replaced, for `mesh-cli vars --explain`.
+ */
+import type { Problem } from '../errors.js';
+import { loadYaml } from '../load.js';
+import { VarsFile } from '../../schema/vars.js';
+
+/** One level's variables as read from its file. */
+export interface VarsLevel {
+  file: string;
+  values: Record<string, unknown>;
+}
+
+/** Where a variable's value came from. */
+export interface VarOrigin {
+  /** The file that set the value in force (or unset it, for an unset name). */
+  file: string;
+  /** Files further out whose value for the same name it replaced, outermost first. */
+  replaced: string[];
+}
+
+export interface LayeredVars {
+  /** The values templates see as `vars`. */
+  values: Record<string, unknown>;
+  /** For each name in `values`, where it was set. */
+  origins: Record<string, VarOrigin>;
+  /** Names a closer level unset with null, with where. */
+  unset: Record<string, VarOrigin>;
+}
+
+/** Read one `vars.yaml`: a map of variable names to values (an empty file is no variables). */
+export function readVars(text: string, file: string): { ok: true; level: VarsLevel } | { ok: false; problems: Problem[] } {
+  if (text.trim() === '') return { ok: true, level: { file, values: {} } };
+  const loaded = loadYaml(text, file, VarsFile);
+  if (!loaded.ok) {
+    const notMap = loaded.problems.find((p) => /expected record/.test(p.message));
+    return { ok: false, problems: notMap ? [{ ...notMap, message: 'vars.yaml must be a map of variable names to values, e.g. "port: 8080"' }] : loaded.problems };
+  }
+  return { ok: true, level: { file, values: loaded.value } };
+}
+
+/** The variables of a node whose levels are `levels`, outermost first. */
+export function layerVars(levels: VarsLevel[]): LayeredVars {
+  const values: Record<string, unknown> = Object.create(null);
+  const origins: Record<string, VarOrigin> = Object.create(null);
+  const unset: Record<string, VarOrigin> = Object.create(null);
+  for (const { file, values: level } of levels) {
+    for (const [name, value] of Object.entries(level)) {
+      const before = origins[name] ?? unset[name];
+      const replaced = before ? [...before.replaced, ...(name in origins ? [before.file] : [])] : [];
+      delete origins[name];
+      delete unset[name];
+      delete values[name];
+      if (value === null) unset[name] = { file, replaced };
+      else {
+        values[name] = value;
+        origins[name] = { file, replaced };
+      }
+    }
+  }
+  return { values: { ...values }, origins: { ...origins }, unset: { ...unset } };
+}

@@ -1,0 +1,77 @@
+/**
+ * Where each node sits in the fleet repo. A folder under nodes/ that holds node.yaml is a node;
+ * every other folder is a group, and groups nest. A node's levels are nodes/, then each group
+ * folder down to its own: its declaration files, variables and secrets are read in that order,
+ * outermost first. Node names are the leaf folder names and are unique across the whole tree
+ * (a node's report branch is reports/<node>); a node holds no groups or nodes.
+ */
+import type { Problem } from '../errors.js';
+import { NODE_NAME } from '../../schema/fleet.js';
+
+/** The folders of one fleet commit (a git tree, a checkout, or files in memory). */
+export interface FolderReader {
+  /** Names of the files directly in `dir`; null when `dir` does not exist. */
+  list(dir: string): Promise<string[] | null>;
+  /** Names of the folders directly in `dir`; empty when there are none. */
+  folders(dir: string): Promise<string[]>;
+}
+
+export const NODES = 'nodes';
+
+export interface NodePlace {
+  node: string;
+  /** The node's folder, e.g. nodes/web/eu/web-1. */
+  dir: string;
+  /** The group paths above it under nodes/, outermost first, e.g. ['web', 'web/eu']. */
+  groups: string[];
+}
+
+export interface FleetLayout {
+  nodes: Map<string, NodePlace>;
+  /** Every group path under nodes/, in tree order. */
+  groups: string[];
+  problems: Problem[];
+}
+
+/** Groups may nest this deep; deeper is almost certainly a mistake (and keeps a walk bounded). */
+export const MAX_GROUP_DEPTH = 8;
+
+/** Every node and group under nodes/, with the problems of the layout itself. */
+export async function readLayout(tree: FolderReader): Promise<FleetLayout> {
+  const layout: FleetLayout = { nodes: new Map(), groups: [], problems: [] };
+  await walk(tree, NODES, [], layout);
+  return layout;
+}
+
+/** The folders whose files make up `place`'s declaration and variables, outermost first: nodes/, its groups, its own. */
+export function levelsOf(place: NodePlace): string[] {
+  return [NODES, ...place.groups.map((g) => `${NODES}/${g}`), place.dir];
+}
+
+async function walk(tree: FolderReader, dir: string, groups: string[], layout: FleetLayout): Promise<void> {
+  const [files, folders] = await Promise.all([tree.list(dir), tree.folders(dir)]);
+  const name = dir.slice(dir.lastIndexOf('/') + 1);
+  if (dir !== NODES && files?.includes('node.yaml')) {
+    const place = { node: name, dir, groups };
+    const first = layout.nodes.get(name);
+    if (first) layout.problems.push(at(`${dir}/node.yaml`, `node ${name} is also at ${first.dir}/: node names are unique across nodes/ (its report branch is reports/${name}); rename or remove one`));
+    else layout.nodes.set(name, place);
+    for (const f of folders) layout.problems.push(at(`${dir}/${f}`, `${dir}/ is a node (it holds node.yaml), so it cannot hold the folder ${f}/: move groups and nodes out of node folders`));
+    return;
+  }
+  if (dir !== NODES) {
+    const path = dir.slice(NODES.length + 1);
+    if (!NODE_NAME.test(name)) layout.problems.push(at(dir, `group folder '${name}' must be lower-case letters, digits and - (as node names are)`));
+    if (groups.length >= MAX_GROUP_DEPTH) {
+      layout.problems.push(at(dir, `groups nest at most ${MAX_GROUP_DEPTH} deep; flatten ${dir}/`));
+      return;
+    }
+    layout.groups.push(path);
+    groups = [...groups, path];
+  }
+  for (const f of folders) await walk(tree, `${dir}/${f}`, groups, layout);
+}
+
+function at(file: string, message: string): Problem {
+  return { file, line: 1, col: 1, message };
+}
