@@ -1,5 +1,7 @@
 /** The fleet language's pure parts in core/: where nodes sit, how variables layer, how templates render. */
 import { describe, expect, it } from 'vitest';
+import { LineCounter, parseDocument, type Node, type Scalar } from 'yaml';
+import { placeOfScalar } from '../core/declaration/place.js';
 import { levelsOf, readLayout } from '../core/fleet/layout.js';
 import { renderTemplate, isTemplate, type TemplateScope } from '../core/declaration/template.js';
 import { layerVars, readVars } from '../core/declaration/vars.js';
@@ -121,5 +123,31 @@ describe('templates: Liquid, strict about names and filters, lenient in if', () 
     expect(isTemplate('plain ${HOME} text')).toBe(false);
     expect(isTemplate('a {{ b }}')).toBe(true);
     expect(isTemplate('{% if x %}')).toBe(true);
+  });
+});
+
+describe('template places: an error inside a YAML value is reported at the file\'s line and column', () => {
+  const source = [
+    'resources:',                       // 1
+    '  - type: file',                   // 2
+    '    path: /etc/{{ vars.nme }}',     // 3
+    '    mode: "{{ vars.mod }}"',         // 4
+    '    content: |',                   // 5
+    '      port = 1',                   // 6
+    '      name = {{ vars.bad }}',       // 7
+    '',
+  ].join('\n');
+  const lines = new LineCounter();
+  const doc = parseDocument(source, { lineCounter: lines });
+  const problemAt = (path: (string | number)[]) => {
+    const node = doc.getIn(path, true) as Node;
+    const r = renderTemplate(String((node as Scalar).value), { vars: {}, node: { name: 'n', groups: [] }, facts: {} }, 'b.yaml', placeOfScalar(source, node, lines));
+    return r.ok ? null : [r.problem.line, r.problem.col];
+  };
+
+  it('plain, quoted and block scalars', () => {
+    expect(problemAt(['resources', 0, 'path'])).toEqual([3, 19]);
+    expect(problemAt(['resources', 0, 'mode'])).toEqual([4, 15]);
+    expect(problemAt(['resources', 0, 'content'])).toEqual([7, 17]);
   });
 });
