@@ -12,8 +12,19 @@ export type Loaded<T> = { ok: true; value: T } | { ok: false; problems: Problem[
 /** Largest file any loader accepts; bigger input is refused before it is parsed. */
 export const MAX_FILE_BYTES = 1024 * 1024;
 
-/** Parse `text` (named `file` in messages) and check it against `schema`. Never throws on bad input. */
-export function loadYaml<S extends z.ZodType>(text: string, file: string, schema: S): Loaded<z.output<S>> {
+/** The parsed document a `prepare` step works on: its source, nodes and positions. */
+export interface Parsed {
+  file: string;
+  source: string;
+  doc: Document;
+  lines: LineCounter;
+}
+
+/** A step between parsing and the schema check (rendering templates): new data, or problems. */
+export type Prepare = (data: unknown, parsed: Parsed) => { data: unknown; problems: Problem[] };
+
+/** Parse `text` (named `file` in messages), run `prepare` on the data if given, and check it against `schema`. Never throws on bad input. */
+export function loadYaml<S extends z.ZodType>(text: string, file: string, schema: S, prepare?: Prepare): Loaded<z.output<S>> {
   if (Buffer.byteLength(text) > MAX_FILE_BYTES) {
     return { ok: false, problems: [{ file, line: 1, col: 1, message: `file is larger than ${MAX_FILE_BYTES} bytes; split it` }] };
   }
@@ -32,6 +43,11 @@ export function loadYaml<S extends z.ZodType>(text: string, file: string, schema
   } catch (e) {
     // Unresolved aliases and alias bombs surface only when the document is built.
     return { ok: false, problems: [{ file, line: 1, col: 1, message: `cannot read the YAML: ${e instanceof Error ? e.message : String(e)}` }] };
+  }
+  if (prepare) {
+    const prepared = prepare(data, { file, source: text, doc, lines });
+    if (prepared.problems.length > 0) return { ok: false, problems: prepared.problems };
+    data = prepared.data;
   }
   const result = schema.safeParse(data);
   if (result.success) return { ok: true, value: result.data };
@@ -102,4 +118,11 @@ export function positionIn(text: string, path: (string | number)[]): { line: num
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines });
   return positionOf(doc.getIn(path, true) as Node | undefined, lines);
+}
+
+/** Line and column of the key `key` of the map at `path` in YAML `text` (the map's place, or 1:1, when there is no such key). */
+export function keyPositionIn(text: string, path: (string | number)[], key: string): { line: number; col: number } {
+  const lines = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: lines });
+  return positionOf(keyNode(doc, path, key) ?? nearest(doc, path), lines);
 }

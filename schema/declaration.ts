@@ -28,6 +28,8 @@ export const FileResource = z
     path: absolutePath,
     content: z.string().optional(),
     source: z.string().min(1).optional(),
+    /** Render the body (content or the source file) as a Liquid template; short fields are always rendered. */
+    template: z.boolean().optional(),
     mode: mode.optional(),
     ...ownership,
     ensure,
@@ -98,14 +100,23 @@ export const Resource = z.discriminatedUnion('type', [
   GroupResource,
 ]);
 
+const rolePath = z.string().regex(/^roles\/[A-Za-z0-9._/-]+\.ya?ml$/, { message: 'must name a file under roles/, e.g. roles/web.yaml' });
+
+/** An include: a role's path, or the path with the parameters it is given (`params.*` inside it). */
+export const Include = z.union([rolePath, z.strictObject({ role: rolePath, with: z.record(z.string(), z.unknown()).optional() })]);
+
 /** One declaration file: optional role includes and an ordered list of resources. */
 export const DeclarationFile = z.strictObject({
-  include: z.array(z.string().regex(/^roles\/[A-Za-z0-9._/-]+\.ya?ml$/, { message: 'must name a file under roles/, e.g. roles/web.yaml' })).optional(),
+  include: z.array(Include).optional(),
   resources: z.array(Resource).default([]),
 });
 
-/** A role fragment: resources only (roles do not include other roles). */
-export const RoleFile = z.strictObject({ resources: z.array(Resource).default([]) });
+/** A role: a fragment included by declarations and other roles, with the parameters it takes (null: required; else the default). */
+export const RoleFile = z.strictObject({
+  params: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { message: 'a parameter name is letters, digits and _' }), z.unknown()).optional(),
+  include: z.array(Include).optional(),
+  resources: z.array(Resource).default([]),
+});
 
 export type Resource = z.infer<typeof Resource>;
 export type ResourceType = Resource['type'];
@@ -117,5 +128,7 @@ export type ServiceResource = z.infer<typeof ServiceResource>;
 export type UserResource = z.infer<typeof UserResource>;
 export type GroupResource = z.infer<typeof GroupResource>;
 export type DeclarationFile = z.infer<typeof DeclarationFile>;
+export type RoleFile = z.infer<typeof RoleFile>;
+export type Include = z.infer<typeof Include>;
 
 export { resourceId } from './resource-id.js';

@@ -25,11 +25,12 @@ export async function parseDeclaration(tree: TreeReader, node: string): Promise<
       problems.push(...loaded.problems);
       continue;
     }
-    for (const role of loaded.value.include ?? []) {
+    for (const include of loaded.value.include ?? []) {
+      const role = typeof include === 'string' ? include : include.role;
       files.push(role);
       const roleText = await tree.read(role);
       if (roleText === null) {
-        problems.push({ file, ...positionIn(text, ['include', loaded.value.include!.indexOf(role)]), message: `include ${role} does not exist at this commit` });
+        problems.push({ file, ...positionIn(text, ['include', loaded.value.include!.indexOf(include)]), message: `include ${role} does not exist at this commit` });
         continue;
       }
       const roleLoaded = loadYaml(roleText, role, RoleFile);

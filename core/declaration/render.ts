@@ -1,0 +1,256 @@
+/**
+ * A node's rendered declaration: the one function the host, `validate` and `plan` share, so all
+ * three compute the same resources from the same inputs. Its stages:
+ *
+ * 1. **Levels**: nodes/, each group folder down to the node's own (core/fleet/layout.ts).
+ * 2. **Variables**: each level's vars.yaml, the closer level replacing whole keys (vars.ts).
+ * 3. **Files**: each level's declaration files in file-name order, outermost level first.
+ * 4. **Render and check each file**: its includes expanded in place (roles with parameters,
+ *    roles that include roles), short fields always rendered, bodies only with `template: true`
+ *    (template.ts), rendered values converted to their field's type, then the schema check, so
+ *    every problem is at the file's own line and column.
+ * 5. **Identity**: a resource id declared twice is one resource when both render identically,
+ *    and an error naming both places when they differ.
+ *
+ * Every problem is collected; a declaration with any problem applies nothing.
+ */
+import { isScalar, type Node } from 'yaml';
+import type { Facts } from '../../schema/facts.js';
+import { DeclarationFile, RoleFile, resourceId, type Include, type Resource } from '../../schema/declaration.js';
+import type { Problem } from '../errors.js';
+import { levelsOf, type FolderReader, type NodePlace } from '../fleet/layout.js';
+import { keyPositionIn, loadYaml, positionIn, type Parsed } from '../load.js';
+import { digestOf, type Declaration, type TreeReader } from './load.js';
+import { placeOfScalar } from './place.js';
+import { isTemplate, renderTemplate, type ScopeName, type TemplateScope } from './template.js';
+import { layerVars, readVars, type LayeredVars, type VarsLevel } from './vars.js';
+
+/** The fleet commit as the renderer reads it: files and folders. */
+export type FleetReader = TreeReader & FolderReader;
+
+/** Files in a level that are not declarations. */
+const NOT_DECLARATIONS = new Set(['node.yaml', 'vars.yaml', 'secrets.yaml']);
+/** Bodies: rendered only when their resource says `template: true`. */
+const BODIES = new Set(['content']);
+const BOOLEAN_FIELDS = new Set(['enabled', 'running', 'system', 'template']);
+const INTEGER_FIELDS = new Set(['uid', 'gid']);
+/** Roles may include roles this deep. */
+export const MAX_INCLUDE_DEPTH = 8;
+
+export interface RenderedDeclaration extends Declaration {
+  /** Ids of the resources whose rendering read a fact (plan marks them; their result depends on the machine). */
+  readFacts: string[];
+  vars: LayeredVars;
+}
+
+export type RenderResult = { ok: true; declaration: RenderedDeclaration } | { ok: false; problems: Problem[]; files: string[] };
+
+interface Placed {
+  resource: Resource;
+  file: string;
+  text: string;
+  path: (string | number)[];
+}
+
+interface Pass {
+  tree: FleetReader;
+  base: Omit<TemplateScope, 'params'>;
+  problems: Problem[];
+  files: string[];
+  placed: Placed[];
+  readFacts: Set<number>;
+  /** role + its rendered parameters: a role reached twice with the same parameters is included once. */
+  included: Set<string>;
+}
+
+/** Render `place`'s declaration from `tree` with `facts`. */
+export async function renderDeclaration(tree: FleetReader, place: NodePlace, facts: Facts): Promise<RenderResult> {
+  const levels = levelsOf(place);
+  const problems: Problem[] = [];
+  const varLevels: VarsLevel[] = [];
+  for (const level of levels) {
+    const text = await tree.read(`${level}/vars.yaml`);
+    if (text === null) continue;
+    const read = readVars(text, `${level}/vars.yaml`);
+    if (read.ok) varLevels.push(read.level);
+    else problems.push(...read.problems);
+  }
+  const vars = layerVars(varLevels);
+  const pass: Pass = {
+    tree,
+    base: { vars: vars.values, node: { name: place.node, groups: place.groups }, facts: { ...facts } },
+    problems,
+    files: varLevels.map((l) => l.file),
+    placed: [],
+    readFacts: new Set(),
+    included: new Set(),
+  };
+  for (const level of levels) {
+    const names = ((await tree.list(level)) ?? []).filter((n) => /\.ya?ml$/.test(n) && !NOT_DECLARATIONS.has(n)).sort();
+    for (const name of names) await renderFile(pass, `${level}/${name}`, null, []);
+  }
+  const resources = identities(pass);
+  if (pass.problems.length > 0) return { ok: false, problems: pass.problems, files: pass.files };
+  const readFacts = [...pass.readFacts].map((i) => resourceId(pass.placed[i]!.resource));
+  return { ok: true, declaration: { node: place.node, files: pass.files, resources, digest: digestOf(resources), readFacts: [...new Set(readFacts)], vars } };
+}
+
+/** Render one declaration file (params null) or role (params given), its includes first, in place. */
+async function renderFile(pass: Pass, file: string, params: Record<string, unknown> | null, chain: string[]): Promise<void> {
+  pass.files.push(file);
+  const text = (await pass.tree.read(file)) ?? '';
+  const scope: TemplateScope = params === null ? pass.base : { ...pass.base, params };
+  const reads: ScopeName[][] = [];
+  const loaded = loadYaml(text, file, params === null ? DeclarationFile : RoleFile, (data, parsed) => renderFields(data, parsed, scope, reads));
+  if (!loaded.ok) {
+    pass.problems.push(...loaded.problems);
+    return;
+  }
+  const value = loaded.value as { include?: Include[]; resources: Resource[] };
+  for (const [k, include] of (value.include ?? []).entries()) await includeRole(pass, file, text, k, include, [...chain, file]);
+  const dir = file.slice(0, file.lastIndexOf('/'));
+  for (const [i, raw] of value.resources.entries()) {
+    const resource = await withSource(pass, raw, dir, file, text, i, scope);
+    if (resource === null) continue;
+    if (reads[i]?.includes('facts')) pass.readFacts.add(pass.placed.length);
+    pass.placed.push({ resource, file, text, path: ['resources', i] });
+  }
+}
+
+async function includeRole(pass: Pass, file: string, text: string, k: number, include: Include, chain: string[]): Promise<void> {
+  const role = typeof include === 'string' ? include : include.role;
+  const given = typeof include === 'string' ? {} : (include.with ?? {});
+  const at = (path: (string | number)[]) => ({ file, ...positionIn(text, ['include', k, ...path]) });
+  if (chain.includes(role)) {
+    pass.problems.push({ ...at([]), message: `include cycle: ${[...chain, role].join(' -> ')}; a role may not include itself, directly or through others` });
+    return;
+  }
+  if (chain.length > MAX_INCLUDE_DEPTH) {
+    pass.problems.push({ ...at([]), message: `roles nest more than ${MAX_INCLUDE_DEPTH} deep: ${[...chain, role].join(' -> ')}` });
+    return;
+  }
+  const roleText = await pass.tree.read(role);
+  if (roleText === null) {
+    pass.problems.push({ ...at([]), message: `include ${role} does not exist at this commit` });
+    return;
+  }
+  const declared = roleParams(roleText, role);
+  const params: Record<string, unknown> = {};
+  const before = pass.problems.length;
+  for (const [name, fallback] of Object.entries(declared ?? {})) {
+    if (name in given) params[name] = given[name];
+    else if (fallback !== null) params[name] = fallback;
+    else pass.problems.push({ ...at([]), message: `${role} needs the parameter '${name}': pass it in this include's with:` });
+  }
+  for (const name of Object.keys(given)) {
+    if (declared === null) params[name] = given[name];
+    else if (!(name in declared)) pass.problems.push({ file, ...keyPositionIn(text, ['include', k, 'with'], name), message: `${role} takes no parameter '${name}' (it takes: ${Object.keys(declared).join(', ') || 'none'})` });
+  }
+  if (pass.problems.length > before) return; // rendering the role without its parameters would only repeat the error
+  const key = `${role}\0${JSON.stringify(params, Object.keys(params).sort())}`;
+  if (pass.included.has(key)) return; // the same role with the same parameters: once
+  pass.included.add(key);
+  await renderFile(pass, role, params, chain);
+}
+
+/** The `params:` a role declares (null: it declares none, and takes what it is given). */
+function roleParams(text: string, file: string): Record<string, unknown> | null {
+  const loaded = loadYaml(text, file, RoleFile.pick({ params: true }).loose());
+  return loaded.ok ? (loaded.value.params ?? null) : null;
+}
+
+/** A `source:` read from next to the file that names it (rendered with `template: true`); null when it is missing. */
+async function withSource(pass: Pass, resource: Resource, dir: string, file: string, text: string, i: number, scope: TemplateScope): Promise<Resource | null> {
+  const { template: _template, ...rest } = resource as Resource & { template?: boolean };
+  if (rest.type !== 'file' || rest.source === undefined) return rest as Resource;
+  const source = rest.source.startsWith('/') || rest.source.split('/').includes('..') ? null : `${dir}/${rest.source}`;
+  const body = source === null ? null : await pass.tree.read(source);
+  if (body === null) {
+    pass.problems.push({ file, ...positionIn(text, ['resources', i, 'source']), message: `source ${rest.source} does not exist next to ${file} (in ${dir}/)` });
+    return null;
+  }
+  pass.files.push(source!);
+  let content = body;
+  if ((resource as { template?: boolean }).template === true && isTemplate(body)) {
+    const rendered = renderTemplate(body, scope, source!, (line, col) => ({ line, col }));
+    if (!rendered.ok) {
+      pass.problems.push(rendered.problem);
+      return null;
+    }
+    content = rendered.text;
+  }
+  const { source: _source, ...file_ } = rest;
+  return { ...file_, content } as Resource;
+}
+
+/** Render the templates in a parsed file's includes and resources, in place, collecting which scope names each resource read. */
+function renderFields(data: unknown, parsed: Parsed, scope: TemplateScope, reads: ScopeName[][]): { data: unknown; problems: Problem[] } {
+  const problems: Problem[] = [];
+  if (data === null || typeof data !== 'object' || Array.isArray(data)) return { data, problems };
+  const top = data as Record<string, unknown>;
+  const render = (value: unknown, path: (string | number)[], sink: ScopeName[]): unknown => {
+    if (typeof value === 'string') {
+      if (!isTemplate(value)) return value;
+      const node = parsed.doc.getIn(path, true) as Node | undefined;
+      const r = renderTemplate(value, scope, parsed.file, placeOfScalar(parsed.source, isScalar(node) ? node : undefined, parsed.lines));
+      if (!r.ok) {
+        problems.push(r.problem);
+        return value;
+      }
+      sink.push(...r.reads);
+      return convert(r.text, path, parsed, problems);
+    }
+    if (Array.isArray(value)) return value.map((v, i) => render(v, [...path, i], sink));
+    if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, render(v, [...path, k], sink)]));
+    return value;
+  };
+  if (Array.isArray(top.include)) top.include = top.include.map((inc, k) => (inc !== null && typeof inc === 'object' && 'with' in inc ? { ...inc, with: render((inc as { with: unknown }).with, ['include', k, 'with'], []) } : inc));
+  if (Array.isArray(top.resources)) {
+    top.resources = top.resources.map((resource, i) => {
+      const sink: ScopeName[] = [];
+      reads[i] = sink;
+      if (resource === null || typeof resource !== 'object' || Array.isArray(resource)) return resource;
+      const fields = resource as Record<string, unknown>;
+      const bodiesToo = fields.template === true;
+      return Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, k === 'type' || (BODIES.has(k) && !bodiesToo) ? v : render(v, ['resources', i, k], sink)]));
+    });
+  }
+  return { data: top, problems };
+}
+
+/** A rendered value as its field's type: booleans and integers from their text; everything else stays text. */
+function convert(text: string, path: (string | number)[], parsed: Parsed, problems: Problem[]): unknown {
+  const field = String(path[path.length - 1]);
+  const place = () => ({ file: parsed.file, ...positionIn(parsed.source, path) });
+  if (BOOLEAN_FIELDS.has(field)) {
+    if (text.trim() === 'true' || text.trim() === 'false') return text.trim() === 'true';
+    problems.push({ ...place(), message: `${field} renders to '${text}', which is not true or false` });
+  } else if (INTEGER_FIELDS.has(field)) {
+    if (/^\s*\d+\s*$/.test(text)) return Number(text);
+    problems.push({ ...place(), message: `${field} renders to '${text}', which is not a whole number` });
+  }
+  return text;
+}
+
+/** The resources in order, one per id: an identical second declaration is dropped, a different one is an error naming both places. */
+function identities(pass: Pass): Resource[] {
+  const seen = new Map<string, Placed>();
+  const out: Resource[] = [];
+  for (const p of pass.placed) {
+    const id = resourceId(p.resource);
+    const first = seen.get(id);
+    if (!first) {
+      seen.set(id, p);
+      out.push(stripUndefined(p.resource));
+      continue;
+    }
+    if (JSON.stringify(stripUndefined(first.resource)) === JSON.stringify(stripUndefined(p.resource))) continue;
+    const there = positionIn(first.text, first.path);
+    pass.problems.push({ file: p.file, ...positionIn(p.text, p.path), message: `${id} is declared again here and differently at ${first.file}:${there.line}:${there.col}; declare it once, and vary it with variables` });
+  }
+  return out;
+}
+
+function stripUndefined<T extends object>(o: T): T {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
+}
