@@ -19,6 +19,8 @@ import { retireCommand } from './commands/retire.js';
 import { revokeCommand } from './commands/revoke.js';
 import { signersCommand } from './commands/signers.js';
 import { packagesCommand } from './commands/packages.js';
+import { setCommand } from './commands/set.js';
+import { varsCommand } from './commands/vars.js';
 
 const program = new Command('mesh-cli').description('operate a mesh fleet from its git repository').version(HOST_VERSION).showHelpAfterError();
 
@@ -64,6 +66,8 @@ planCommand(program);
 retireCommand(program);
 revokeCommand(program);
 signersCommand(program);
+varsCommand(program);
+setCommand(program);
 packagesCommand(program);
 
 program.parseAsync().catch((e: unknown) => {

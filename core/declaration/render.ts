@@ -23,7 +23,7 @@ import { keyPositionIn, loadYaml, positionIn, type Parsed } from '../load.js';
 import { digestOf, type Declaration, type TreeReader } from './load.js';
 import { placeOfScalar } from './place.js';
 import { isTemplate, renderTemplate, type ScopeName, type TemplateScope } from './template.js';
-import { layerVars, readVars, type LayeredVars, type VarsLevel } from './vars.js';
+import { nodeVars, type LayeredVars } from './vars.js';
 
 /** The fleet commit as the renderer reads it: files and folders. */
 export type FleetReader = TreeReader & FolderReader;
@@ -66,21 +66,12 @@ interface Pass {
 /** Render `place`'s declaration from `tree` with `facts`. */
 export async function renderDeclaration(tree: FleetReader, place: NodePlace, facts: Facts): Promise<RenderResult> {
   const levels = levelsOf(place);
-  const problems: Problem[] = [];
-  const varLevels: VarsLevel[] = [];
-  for (const level of levels) {
-    const text = await tree.read(`${level}/vars.yaml`);
-    if (text === null) continue;
-    const read = readVars(text, `${level}/vars.yaml`);
-    if (read.ok) varLevels.push(read.level);
-    else problems.push(...read.problems);
-  }
-  const vars = layerVars(varLevels);
+  const { vars, files, problems } = await nodeVars((path) => tree.read(path), place);
   const pass: Pass = {
     tree,
     base: { vars: vars.values, node: { name: place.node, groups: place.groups }, facts: { ...facts } },
     problems,
-    files: varLevels.map((l) => l.file),
+    files,
     placed: [],
     readFacts: new Set(),
     included: new Set(),

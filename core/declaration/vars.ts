@@ -5,6 +5,7 @@
  * remembers the file that set it and the files it replaced, for `mesh-cli vars --explain`.
  */
 import type { Problem } from '../errors.js';
+import { levelsOf, type NodePlace } from '../fleet/layout.js';
 import { loadYaml } from '../load.js';
 import { VarsFile } from '../../schema/vars.js';
 
@@ -51,15 +52,31 @@ export function layerVars(levels: VarsLevel[]): LayeredVars {
     for (const [name, value] of Object.entries(level)) {
       const before = origins[name] ?? unset[name];
       const replaced = before ? [...before.replaced, ...(name in origins ? [before.file] : [])] : [];
-      delete origins[name];
-      delete unset[name];
-      delete values[name];
-      if (value === null) unset[name] = { file, replaced };
-      else {
-        values[name] = value;
+      if (value === null) {
+        delete origins[name];
+        delete values[name];
+        unset[name] = { file, replaced };
+      } else {
+        delete unset[name];
+        values[name] = value; // a replaced name keeps its place: output follows the outermost file's order
         origins[name] = { file, replaced };
       }
     }
   }
   return { values: { ...values }, origins: { ...origins }, unset: { ...unset } };
+}
+
+/** `place`'s variables read from `read` (a fleet commit or checkout): every level's vars.yaml that exists, layered. */
+export async function nodeVars(read: (path: string) => Promise<string | null>, place: NodePlace): Promise<{ vars: LayeredVars; files: string[]; problems: Problem[] }> {
+  const levels: VarsLevel[] = [];
+  const problems: Problem[] = [];
+  for (const level of levelsOf(place)) {
+    const file = `${level}/vars.yaml`;
+    const text = await read(file);
+    if (text === null) continue;
+    const loaded = readVars(text, file);
+    if (loaded.ok) levels.push(loaded.level);
+    else problems.push(...loaded.problems);
+  }
+  return { vars: layerVars(levels), files: levels.map((l) => l.file), problems };
 }

@@ -1,0 +1,90 @@
+/**
+ * `mesh-cli set FILE KEY=VALUE…`: the one write a deploy pipeline makes, e.g.
+ * `mesh-cli set nodes/web/vars.yaml app_version=1.4.2`. The file is changed through the yaml
+ * Document API, so its comments, key order and quoting survive; a dotted KEY reaches into
+ * nested maps. VALUE is read as YAML (`8080` a number, `true` a boolean, `[a, b]` a list,
+ * `null` unsets), except that a value that would lose its text as a number (`1.10`, `0644`)
+ * stays a string, and a value replacing a string stays a string.
+ */
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import type { Command } from 'commander';
+import { isMap, isScalar, parse, parseDocument, YAMLMap, type Document } from 'yaml';
+import { MeshError } from '../../core/errors.js';
+
+export interface SetChange {
+  key: string;
+  before: unknown;
+  after: unknown;
+}
+
+/** Apply `assignments` ("KEY=VALUE") to the YAML file `file`; what changed, key by key. The file is written only when something changed. */
+export function setValues(file: string, assignments: string[]): { changes: SetChange[]; created: boolean } {
+  const created = !existsSync(file);
+  if (created && !existsSync(dirname(file))) throw new MeshError('E_SET_FILE', `${file} does not exist, and neither does its folder: check the path (e.g. nodes/web/vars.yaml)`);
+  const text = created ? '' : readFileSync(file, 'utf8');
+  const doc: Document = parseDocument(text, { uniqueKeys: true });
+  if (doc.errors.length > 0) throw new MeshError('E_SET_FILE', `${file} is not valid YAML (${doc.errors[0]!.message.split('\n')[0]}): fix it first`);
+  if (doc.contents === null) doc.contents = new YAMLMap();
+  if (!isMap(doc.contents)) throw new MeshError('E_SET_FILE', `${file} is not a map of keys to values, so KEY=VALUE cannot be set in it`);
+  const changes = assignments.map((a) => assign(doc, a, file));
+  const changed = changes.filter((c) => JSON.stringify(c.before) !== JSON.stringify(c.after));
+  if (changed.length > 0) writeFileSync(file, doc.toString());
+  return { changes, created: created && changed.length > 0 };
+}
+
+function assign(doc: Document, assignment: string, file: string): SetChange {
+  const eq = assignment.indexOf('=');
+  if (eq <= 0) throw new MeshError('E_SET_ARG', `'${assignment}' is not KEY=VALUE (e.g. app_version=1.4.2)`);
+  const key = assignment.slice(0, eq);
+  const path = key.split('.');
+  if (path.some((p) => p === '')) throw new MeshError('E_SET_ARG', `'${key}' is not a key: use names joined by dots, e.g. tls.port`);
+  const raw = assignment.slice(eq + 1);
+  for (let i = 1; i < path.length; i++) {
+    const parent = doc.getIn(path.slice(0, i), true);
+    if (parent !== undefined && !isMap(parent)) throw new MeshError('E_SET_ARG', `${path.slice(0, i).join('.')} in ${file} is not a map, so ${key} cannot be set`);
+  }
+  const node = doc.getIn(path, true);
+  const before = doc.getIn(path) as unknown;
+  const after = valueOf(raw, isScalar(node) && typeof node.value === 'string');
+  if (isScalar(node)) node.value = after; // keeps the scalar's quoting style and comment
+  else doc.setIn(path, after);
+  return { key, before: before === undefined ? undefined : toJS(before), after };
+}
+
+function valueOf(raw: string, wasString: boolean): unknown {
+  if (wasString) return raw;
+  let value: unknown;
+  try {
+    value = parse(raw);
+  } catch {
+    return raw;
+  }
+  if (typeof value === 'number' && String(value) !== raw.trim()) return raw; // 1.10, 0644: the text is the value
+  return value === undefined ? raw : value;
+}
+
+function toJS(v: unknown): unknown {
+  return v !== null && typeof v === 'object' && 'toJSON' in v ? (v as { toJSON(): unknown }).toJSON() : v;
+}
+
+function show(v: unknown): string {
+  return v === undefined ? '(not set)' : JSON.stringify(v);
+}
+
+/** Register `set FILE KEY=VALUE…`. */
+export function setCommand(program: Command): void {
+  program
+    .command('set')
+    .description("change values in a YAML file (vars, versions), keeping its comments and layout: a pipeline's one write")
+    .argument('<file>', 'the YAML file, e.g. nodes/web/vars.yaml')
+    .argument('<assignments...>', 'KEY=VALUE, KEY a dotted path into nested maps')
+    .option('--json', 'print {file, created, changes:[{key, before, after}]} as JSON')
+    .action((file: string, assignments: string[], o: { json?: boolean }) => {
+      const path = resolve(file);
+      const { changes, created } = setValues(path, assignments);
+      if (o.json) return console.log(JSON.stringify({ file, created, changes }));
+      if (created) console.log(`${file}: created`);
+      for (const c of changes) console.log(JSON.stringify(c.before) === JSON.stringify(c.after) ? `${file}: ${c.key} = ${show(c.after)} (unchanged)` : `${file}: ${c.key}: ${show(c.before)} -> ${show(c.after)}`);
+    });
+}
