@@ -3,3 +3,5 @@ export * from './declaration.js';
 export * from './fleet.js';
 export * from './report.js';
 export * from './token.js';
+export * from './facts.js';
+export * from './vars.js';

@@ -6,6 +6,7 @@ import { DeclarationFile, RoleFile } from './declaration.js';
 import { MeshConfig, NodeIdentity } from './fleet.js';
 import { Report } from './report.js';
 import { TokenFile } from './token.js';
+import { VarsFile } from './vars.js';
 
 const schemas: Record<string, z.ZodType> = {
   'declaration.schema.json': DeclarationFile,
@@ -14,6 +15,7 @@ const schemas: Record<string, z.ZodType> = {
   'node.schema.json': NodeIdentity,
   'report.schema.json': Report,
   'token.schema.json': TokenFile,
+  'vars.schema.json': VarsFile,
 };
 
 /** Write every schema into `dir`; returns the file names written. */
