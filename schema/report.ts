@@ -4,6 +4,7 @@
  * for by the token key named in node.yaml, so anyone with main can check the chain.
  */
 import * as z from 'zod';
+import { Facts } from './facts.js';
 import { NodeName } from './fleet.js';
 
 export { REPORT_NAMESPACE, VOUCH_NAMESPACE, vouchPayload } from './signing.js';
@@ -89,6 +90,8 @@ export const Report = z.strictObject({
   trust: z.enum(['signed', 'none']).optional(),
   /** The last commit this host accepted and reconciled: the anchor main must descend from, and its recovery copy. */
   lastApplied: z.string().nullable().optional(),
+  /** The facts this pass rendered its declaration with (plan and status --commit render with them). */
+  facts: Facts.optional(),
   profile: Profile.optional(),
   inventory: Inventory.optional(),
   briefing: z.array(BriefingLine).optional(),
