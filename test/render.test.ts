@@ -67,6 +67,7 @@ describe('render: groups, variables, roles with parameters, templates and facts'
       { type: 'file', path: '/etc/app/literal.conf', content: 'x = {{ not rendered }}\n' },
     ]);
     expect(web2.declaration.readFacts).toEqual(['file:/etc/app/app.ini']);
+    expect(web2.declaration.warnings).toEqual([]);
     expect(web2.declaration.files).toEqual(['nodes/vars.yaml', 'nodes/web/vars.yaml', 'nodes/web/web-2/vars.yaml', 'nodes/base.yaml', 'nodes/web/app.yaml', 'roles/vhost.yaml', 'roles/vhost.yaml']);
     const web1 = await render(fleet, 'web-1');
     expect(web1.ok && web1.declaration.resources[3]).toEqual({ type: 'file', path: '/etc/app/app.ini', content: 'port = 9090\nworkers = 4\nsites = a,b\n' });
@@ -123,6 +124,11 @@ describe('render: groups, variables, roles with parameters, templates and facts'
       "nodes/n-1/b.yaml:4:18: roles/r.yaml takes no parameter 'q' (it takes: p)",
       'roles/loop-b.yaml:1:11: include cycle: nodes/n-1/b.yaml -> roles/loop-a.yaml -> roles/loop-b.yaml -> roles/loop-a.yaml; a role may not include itself, directly or through others',
     ]);
+  });
+
+  it('a literal body that reads like a template of ours gets a warning, not an error', async () => {
+    const r = await render({ 'nodes/n-1/node.yaml': '', 'nodes/n-1/a.yaml': 'resources:\n  - type: file\n    path: /a\n    content: "port={{ vars.port }}"\n  - type: file\n    path: /b\n    content: "{{ .Values.x }} ${HOME}"\n' }, 'n-1');
+    expect(r.ok && r.declaration.warnings).toEqual([{ file: 'nodes/n-1/a.yaml', line: 4, col: 14, message: "this body holds '{{ vars.' but is copied literally: add template: true to render it (or leave it, if the braces are the file's own)" }]);
   });
 
   it('a source file is rendered only with template: true', async () => {

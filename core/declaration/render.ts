@@ -41,6 +41,8 @@ export interface RenderedDeclaration extends Declaration {
   /** Ids of the resources whose rendering read a fact (plan marks them; their result depends on the machine). */
   readFacts: string[];
   vars: LayeredVars;
+  /** Literal bodies that look like they meant to be templates (`validate` shows them; nothing is refused). */
+  warnings: Problem[];
 }
 
 export type RenderResult = { ok: true; declaration: RenderedDeclaration } | { ok: false; problems: Problem[]; files: string[] };
@@ -54,6 +56,7 @@ interface Placed {
 
 interface Pass {
   tree: FleetReader;
+  warnings: Problem[];
   base: Omit<TemplateScope, 'params'>;
   problems: Problem[];
   files: string[];
@@ -69,6 +72,7 @@ export async function renderDeclaration(tree: FleetReader, place: NodePlace, fac
   const { vars, files, problems } = await nodeVars((path) => tree.read(path), place);
   const pass: Pass = {
     tree,
+    warnings: [],
     base: { vars: vars.values, node: { name: place.node, groups: place.groups }, facts: { ...facts } },
     problems,
     files,
@@ -83,7 +87,7 @@ export async function renderDeclaration(tree: FleetReader, place: NodePlace, fac
   const resources = identities(pass);
   if (pass.problems.length > 0) return { ok: false, problems: pass.problems, files: pass.files };
   const readFacts = [...pass.readFacts].map((i) => resourceId(pass.placed[i]!.resource));
-  return { ok: true, declaration: { node: place.node, files: pass.files, resources, digest: digestOf(resources), readFacts: [...new Set(readFacts)], vars } };
+  return { ok: true, declaration: { node: place.node, files: pass.files, resources, digest: digestOf(resources), readFacts: [...new Set(readFacts)], vars, warnings: pass.warnings } };
 }
 
 /** Render one declaration file (params null) or role (params given), its includes first, in place. */
@@ -92,7 +96,7 @@ async function renderFile(pass: Pass, file: string, params: Record<string, unkno
   const text = (await pass.tree.read(file)) ?? '';
   const scope: TemplateScope = params === null ? pass.base : { ...pass.base, params };
   const reads: ScopeName[][] = [];
-  const loaded = loadYaml(text, file, params === null ? DeclarationFile : RoleFile, (data, parsed) => renderFields(data, parsed, scope, reads));
+  const loaded = loadYaml(text, file, params === null ? DeclarationFile : RoleFile, (data, parsed) => renderFields(data, parsed, scope, reads, pass.warnings));
   if (!loaded.ok) {
     pass.problems.push(...loaded.problems);
     return;
@@ -175,7 +179,7 @@ async function withSource(pass: Pass, resource: Resource, dir: string, file: str
 }
 
 /** Render the templates in a parsed file's includes and resources, in place, collecting which scope names each resource read. */
-function renderFields(data: unknown, parsed: Parsed, scope: TemplateScope, reads: ScopeName[][]): { data: unknown; problems: Problem[] } {
+function renderFields(data: unknown, parsed: Parsed, scope: TemplateScope, reads: ScopeName[][], warnings: Problem[]): { data: unknown; problems: Problem[] } {
   const problems: Problem[] = [];
   if (data === null || typeof data !== 'object' || Array.isArray(data)) return { data, problems };
   const top = data as Record<string, unknown>;
@@ -203,10 +207,17 @@ function renderFields(data: unknown, parsed: Parsed, scope: TemplateScope, reads
       if (resource === null || typeof resource !== 'object' || Array.isArray(resource)) return resource;
       const fields = resource as Record<string, unknown>;
       const bodiesToo = fields.template === true;
+      for (const body of BODIES) if (!bodiesToo && typeof fields[body] === 'string') warnLiteral(fields[body] as string, parsed, ['resources', i, body], warnings);
       return Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, k === 'type' || (BODIES.has(k) && !bodiesToo) ? v : render(v, ['resources', i, k], sink)]));
     });
   }
   return { data: top, problems };
+}
+
+/** A warning when a literal body holds what reads like one of mesh's own template names. */
+function warnLiteral(body: string, parsed: Parsed, path: (string | number)[], warnings: Problem[]): void {
+  const m = /\{\{-?\s*(vars|node|facts|params|secrets)\./.exec(body);
+  if (m) warnings.push({ file: parsed.file, ...positionIn(parsed.source, path), message: `this body holds '{{ ${m[1]}.' but is copied literally: add template: true to render it (or leave it, if the braces are the file's own)` });
 }
 
 /** A rendered value as its field's type: booleans and integers from their text; everything else stays text. */
