@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { LineCounter, parseDocument, type Node, type Scalar } from 'yaml';
 import { placeOfScalar } from '../core/declaration/place.js';
-import { levelsOf, readLayout } from '../core/fleet/layout.js';
+import { findNode, levelsOf, readLayout } from '../core/fleet/layout.js';
 import { renderTemplate, isTemplate, type TemplateScope } from '../core/declaration/template.js';
 import { layerVars, readVars } from '../core/declaration/vars.js';
 import { fromFiles } from '../mesh-cli/tree.js';
@@ -27,6 +27,15 @@ describe('layout: a folder with node.yaml is a node, any other folder a group', 
       { node: 'web-1', dir: 'nodes/web/web-1', groups: ['web'] },
     ]);
     expect(levelsOf(layout.nodes.get('web-2')!)).toEqual(['nodes', 'nodes/web', 'nodes/web/eu', 'nodes/web/eu/web-2']);
+  });
+
+  it('finds one node from where it was last time, or by walking the groups', async () => {
+    const t = tree({ 'nodes/web/eu/web-2/node.yaml': '', 'nodes/web/web-1/node.yaml': '', 'nodes/db-1/node.yaml': '' });
+    expect(await findNode(t, 'web-2')).toEqual({ node: 'web-2', dir: 'nodes/web/eu/web-2', groups: ['web', 'web/eu'] });
+    expect(await findNode(t, 'web-2', 'nodes/web/eu/web-2')).toEqual({ node: 'web-2', dir: 'nodes/web/eu/web-2', groups: ['web', 'web/eu'] });
+    expect(await findNode(t, 'web-1', 'nodes/old/web-1')).toEqual({ node: 'web-1', dir: 'nodes/web/web-1', groups: ['web'] });
+    expect(await findNode(t, 'db-1')).toEqual({ node: 'db-1', dir: 'nodes/db-1', groups: [] });
+    expect(await findNode(t, 'db-2')).toBeNull();
   });
 
   it('names both folders of a duplicate node, and refuses folders inside a node', async () => {

@@ -48,6 +48,37 @@ export function levelsOf(place: NodePlace): string[] {
   return [NODES, ...place.groups.map((g) => `${NODES}/${g}`), place.dir];
 }
 
+/** The place of the node folder `dir` (e.g. nodes/web/eu/web-1): its name and the groups above it. */
+export function placeOfDir(dir: string): NodePlace {
+  const parts = dir.split('/').slice(1); // without nodes/
+  const groups = parts.slice(0, -1).map((_, i) => parts.slice(0, i + 1).join('/'));
+  return { node: parts[parts.length - 1]!, dir, groups };
+}
+
+/**
+ * Where `node` sits, reading as little as it can: the folder `hint` (where it was last time)
+ * when it still holds node.yaml, otherwise a walk of the group folders that stops at the node.
+ * It does not look for a second node of the same name (`validate` does, over the whole tree).
+ */
+export async function findNode(tree: FolderReader, node: string, hint?: string): Promise<NodePlace | null> {
+  if (hint && hint.startsWith(`${NODES}/`) && hint.endsWith(`/${node}`) && (await tree.list(hint))?.includes('node.yaml')) return placeOfDir(hint);
+  let level = [NODES];
+  for (let depth = 0; level.length > 0 && depth <= MAX_GROUP_DEPTH; depth++) {
+    const next: string[] = [];
+    for (const dir of level) {
+      for (const f of await tree.folders(dir)) {
+        const child = `${dir}/${f}`;
+        const files = await tree.list(child);
+        if (files?.includes('node.yaml')) {
+          if (f === node) return placeOfDir(child);
+        } else next.push(child);
+      }
+    }
+    level = next;
+  }
+  return null;
+}
+
 async function walk(tree: FolderReader, dir: string, groups: string[], layout: FleetLayout): Promise<void> {
   const [files, folders] = await Promise.all([tree.list(dir), tree.folders(dir)]);
   const name = dir.slice(dir.lastIndexOf('/') + 1);
