@@ -16,7 +16,6 @@ import { openFleet, type Fleet } from '../fleet.js';
 import { formatPlanMarkdown, formatPlanText } from '../plan-format.js';
 import { eligibility, lastReports, reportedNodes, trusted, tryFetchReports, type ShownReport } from '../reports.js';
 import { resolveCommit } from '../tree.js';
-import { usageExitsTwo } from '../usage.js';
 
 /** What a node's last report says, next to its planned changes. */
 export interface LastReport {
@@ -86,7 +85,7 @@ export function summaryLine(nodes: NodePlan[]): string {
 
 /** Register `plan` on `program`. */
 export function planCommand(program: Command): void {
-  usageExitsTwo(program.command('plan'))
+  program.command('plan')
     .description('what changes on which node between two commits, per resource; --format markdown for a pull-request comment')
     .requiredOption('--base <rev>', 'the commit the change starts from (e.g. origin/main)')
     .option('--head <rev>', 'the commit with the change', 'HEAD')
