@@ -77,7 +77,7 @@ function breakStale(lock: string, stale: Holder | null): void {
 
 function locked(holder: Holder, paths: HostPaths): MeshError {
   return new MeshError('E_LOCKED', `another mesh-host (pid ${holder.pid}) is working on ${paths.root}; wait for it to finish, or stop it`, {
-    next: 'wait',
+    next: 'retry',
     data: { pid: holder.pid, lock: paths.lock },
   });
 }

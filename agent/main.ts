@@ -6,7 +6,7 @@
  */
 import { Command } from 'commander';
 import { parseDuration } from '../core/duration.js';
-import { MeshError, messageOf } from '../core/errors.js';
+import { exitWith, throwUsageErrors } from '../core/exit.js';
 import { realExec } from './exec.js';
 import type { ResourceContext } from './resources/handler.js';
 import { HOST_VERSION } from '../core/version.js';
@@ -70,13 +70,4 @@ withRoot(program.command('rollback').description('put the last good host version
   if (!result.rolledBack) process.exitCode = 1;
 });
 
-program.parseAsync().catch((e: unknown) => {
-  if (e instanceof MeshError) {
-    console.error(`mesh-host: ${e.message}`);
-    process.exitCode = e.next === 'retry' ? 3 : 2;
-  } else {
-    console.error(`mesh-host: internal error (a bug; please report it): ${messageOf(e)}`);
-    if (e instanceof Error && e.stack) console.error(e.stack);
-    process.exitCode = 70;
-  }
-});
+throwUsageErrors(program).parseAsync().catch((e: unknown) => exitWith('mesh-host', e));

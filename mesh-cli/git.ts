@@ -7,6 +7,9 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { MeshError } from '../core/errors.js';
 
+/** What git says when it cannot reach a remote at all (HTTP, DNS, ssh): a passing fault, tried again later; any other failure is a person's to fix. */
+const UNREACHABLE = /Failed to connect to|Couldn't connect to server|Could not resolve host|Connection refused|Connection timed out|Connection reset|Operation timed out|returned error: 50[234]/;
+
 /** Run `git args…` in `dir` with `input` on its stdin and return its stdout as bytes; a MeshError with git's stderr when it exits non-zero. */
 export function gitBytes(dir: string, args: string[], input: string | Buffer = ''): Promise<Buffer> {
   return new Promise((resolve, reject) => {
@@ -19,7 +22,8 @@ export function gitBytes(dir: string, args: string[], input: string | Buffer = '
     child.on('close', (code, signal) => {
       if (code === 0) return resolve(Buffer.concat(out));
       const stderr = Buffer.concat(err).toString('utf8').trim();
-      reject(new MeshError('E_GIT', `git ${args.slice(0, 2).join(' ')} failed in ${dir}${signal ? ` (${signal})` : ''}: ${stderr || `exit ${code}`}`, { data: { args, code, stderr } }));
+      const next = UNREACHABLE.test(stderr) ? 'retry' : 'human';
+      reject(new MeshError('E_GIT', `git ${args.slice(0, 2).join(' ')} failed in ${dir}${signal ? ` (${signal})` : ''}: ${stderr || `exit ${code}`}`, { next, data: { args, code, stderr } }));
     });
     child.stdin.on('error', () => undefined); // EPIPE: git stopped reading; its exit says why
     child.stdin.end(input);

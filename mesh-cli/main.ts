@@ -1,12 +1,13 @@
 #!/usr/bin/env node
 /**
  * mesh-cli: the operator's command, run inside a checkout of the fleet repo. The
- * composition root: commands are registered here, and every error becomes an exit code
- * and a message here (2 for bad input or usage, 1 for a result that is a failure).
+ * composition root: commands are registered here, and every thrown error becomes an exit code
+ * and a message here, by the one table in core/exit.ts (a command sets 1 itself for a result
+ * that is a failure).
  */
 import { Command } from 'commander';
 import { parseDuration } from '../core/duration.js';
-import { MeshError, messageOf } from '../core/errors.js';
+import { exitWith, throwUsageErrors } from '../core/exit.js';
 import { HOST_VERSION } from '../core/version.js';
 import { openFleet } from './fleet.js';
 import { initFleet } from './commands/init.js';
@@ -70,12 +71,4 @@ varsCommand(program);
 setCommand(program);
 packagesCommand(program);
 
-program.parseAsync().catch((e: unknown) => {
-  if (e instanceof MeshError) {
-    console.error(`mesh-cli: ${e.message}`);
-  } else {
-    console.error(`mesh-cli: ${messageOf(e)}`);
-    if (!(e instanceof Error && /^git|fatal:/.test(e.message)) && e instanceof Error && e.stack) console.error(e.stack);
-  }
-  process.exitCode = 2;
-});
+throwUsageErrors(program).parseAsync().catch((e: unknown) => exitWith('mesh-cli', e));

@@ -5,7 +5,7 @@
  * change on 200 web servers is one block, not 200.
  */
 import type { FieldChange, ResourceChange } from './declaration-diff.js';
-import type { LastReport, NodePlan, PlanResult } from './commands/plan.js';
+import type { LastReport, NodePlan, PlanResult } from './plan-result.js';
 import { contact } from '../core/duration.js';
 
 const SIGN = { add: '+', change: '~', remove: '-' } as const;

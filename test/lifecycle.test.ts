@@ -7,8 +7,7 @@
  * mesh-host run as processes.
  */
 import { spawn } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,6 +15,9 @@ import { clockLine } from '../agent/briefing.js';
 import { fleetHttp } from '../agent/fleet/http.js';
 import { cli, createFleet, git, gitIn, hostCmd, MESH_HOST, newMachine, runProgram, startServer, type TestFleet } from './helpers/fleet.js';
 import { snapshot } from './helpers/snapshot.js';
+import { tempDirs } from './helpers/tmp.js';
+
+const tempDir = tempDirs();
 
 const host = async (root: string, ...args: string[]) => {
   const r = await hostCmd(root, ...args, '--json');
@@ -261,12 +263,11 @@ describe('re-enrolment, retire and revoke', () => {
     expect((await verify('origin/reports/web-1')).code).toBe(0);
     expect((await verify(history[2]!.commit)).code).toBe(0);
     expect((await verify(history[1]!.commit)).code).not.toBe(0);
-    const dir = mkdtempSync(join(tmpdir(), 'mesh-signers-'));
+    const dir = tempDir('mesh-signers-');
     writeFileSync(join(dir, 'status.json'), history[3]!.text);
     writeFileSync(join(dir, 'status.json.sig'), (await runProgram('git', ['cat-file', 'blob', `${history[3]!.commit}:status.json.sig`], fleet.checkout)).stdout);
     const keygen = await runProgram('sh', ['-c', `ssh-keygen -Y verify -f ${signers} -I web-1 -n mesh-report -s status.json.sig < status.json`], dir);
     expect(keygen.code, keygen.stderr).toBe(0);
-    rmSync(dir, { recursive: true });
   });
 
   it('retire empties the machine of everything mesh owns and nothing else, and status shows it retired', async () => {

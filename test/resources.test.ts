@@ -8,8 +8,7 @@
  * absent here: the host must say `unverified`, and these tests check that it does.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyPlan, observe } from '../agent/apply.js';
@@ -21,6 +20,9 @@ import { Store } from '../agent/store.js';
 import type { Resource } from '../schema/declaration.js';
 import { hostCmd, newMachine, runProgram } from './helpers/fleet.js';
 import { snapshot } from './helpers/snapshot.js';
+import { tempDirs } from './helpers/tmp.js';
+
+const tempDir = tempDirs();
 
 const HOST_ACCOUNTS = ['/etc/passwd', '/etc/group', '/etc/shadow', '/etc/gshadow'];
 const hashes = () => HOST_ACCOUNTS.map((f) => `${f} ${existsSync(f) ? createHash('sha256').update(readFileSync(f)).digest('hex') : 'missing'}`);
@@ -33,7 +35,7 @@ afterAll(() => expect(hashes(), 'the machine running the tests must keep its own
  * root, the users group, and `ops` (uid 1001), a user that was there before mesh.
  */
 function machine(): string {
-  const root = newMachine(mkdtempSync(join(tmpdir(), 'mesh-res-')));
+  const root = newMachine(join(tempDir('mesh-res-'), 'root')); // its bundle goes beside it, inside the same temporary folder
   const etc = (name: string, text: string, mode = 0o644) => writeFileSync(join(root, 'etc', name), text, { mode });
   etc('passwd', 'root:x:0:0:root:/root:/bin/sh\nops:x:1001:1001::/home/ops:/bin/sh\n');
   etc('group', 'root:x:0:\nusers:x:100:\nops:x:1001:\n');
@@ -209,7 +211,7 @@ describe('symlink', () => {
 
   it('is never written through a symlinked folder', async () => {
     const root = machine();
-    const outside = mkdtempSync(join(tmpdir(), 'mesh-outside-'));
+    const outside = tempDir('mesh-outside-');
     symlinkSync(outside, join(root, 'etc/escape'));
     const { code, body } = await apply(root, link('/srv/app').replace('/etc/app', '/etc/escape/app'));
     expect(code).toBe(1);

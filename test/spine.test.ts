@@ -3,13 +3,15 @@
  * and verified, signed reports that `mesh-cli status` reads. Real git http-backend, real
  * git binary, real ssh-keygen; the built mesh-cli and mesh-host run as processes.
  */
-import { mkdtempSync, readFileSync, statSync, writeFileSync, existsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, statSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeyPair, signSsh, sshPublicKey } from '../core/sign/sshsig.js';
 import { cli, createFleet, git, gitIn, hostCmd, runProgram, startServer, type TestFleet } from './helpers/fleet.js';
 import { snapshot } from './helpers/snapshot.js';
+import { tempDirs } from './helpers/tmp.js';
+
+const tempDir = tempDirs();
 
 const webBase = `resources:
   - type: directory
@@ -95,7 +97,7 @@ describe('the spine', () => {
   });
 
   it('ssh-keygen accepts the status signature and git verify-commit accepts the report commit, and both reject tampering', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'mesh-verify-'));
+    const dir = tempDir('mesh-verify-');
     const report = await lastReport(fleet, 'web-2');
     writeFileSync(join(dir, 'status.json'), await git(fleet.checkout, 'show', 'origin/reports/web-2:status.json') + '\n');
     writeFileSync(join(dir, 'status.json.sig'), await git(fleet.checkout, 'show', 'origin/reports/web-2:status.json.sig') + '\n');

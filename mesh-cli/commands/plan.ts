@@ -7,48 +7,13 @@
  */
 import type { Command } from 'commander';
 import { InvalidArgumentError } from 'commander';
-import type { Problem } from '../../core/errors.js';
-import type { SignatureVerdict } from '../../core/report/verify.js';
-import type { Report } from '../../schema/report.js';
-import { diffDeclarations, type ResourceChange } from '../declaration-diff.js';
+import { diffDeclarations } from '../declaration-diff.js';
 import { changedNodes } from '../declarations.js';
 import { openFleet, type Fleet } from '../fleet.js';
 import { formatPlanMarkdown, formatPlanText } from '../plan-format.js';
+import type { LastReport, NodePlan, PlanResult } from '../plan-result.js';
 import { eligibility, lastReports, reportedNodes, trusted, tryFetchReports, type ShownReport } from '../reports.js';
 import { resolveCommit } from '../tree.js';
-import { usageExitsTwo } from '../usage.js';
-
-/** What a node's last report says, next to its planned changes. */
-export interface LastReport {
-  outcome: Report['outcome'] | null;
-  lastContact: string | null;
-  commit: string | null;
-  signature: SignatureVerdict;
-  eligible: boolean | null;
-  /** Why the node is ineligible or its report does not count. */
-  reason?: string;
-}
-
-/** The plan for one affected node. */
-export interface NodePlan {
-  node: string;
-  /** Changed files that feed this node's declaration (its own files and the roles it includes). */
-  because: string[];
-  changes: ResourceChange[];
-  reordered: boolean;
-  /** The head declaration is invalid: the host would apply nothing and report these. */
-  problems?: Problem[];
-  last: LastReport;
-}
-
-/** The whole plan (the JSON of `plan --format json`). */
-export interface PlanResult {
-  base: string;
-  head: string;
-  nodes: NodePlan[];
-  summary: string;
-  notes: string[];
-}
 
 /** The plan from `base` to `head`, with each affected node's last report as fetched. */
 export async function planFleet(fleet: Fleet, base: string, head: string, notes: string[] = []): Promise<PlanResult> {
@@ -86,7 +51,7 @@ export function summaryLine(nodes: NodePlan[]): string {
 
 /** Register `plan` on `program`. */
 export function planCommand(program: Command): void {
-  usageExitsTwo(program.command('plan'))
+  program.command('plan')
     .description('what changes on which node between two commits, per resource; --format markdown for a pull-request comment')
     .requiredOption('--base <rev>', 'the commit the change starts from (e.g. origin/main)')
     .option('--head <rev>', 'the commit with the change', 'HEAD')

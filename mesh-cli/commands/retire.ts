@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { Command } from 'commander';
 import { MeshError } from '../../core/errors.js';
 import { commitPaths, openFleet, type Fleet } from '../fleet.js';
-import { readIdentity, writeIdentity } from './token.js';
+import { existingIdentity, writeIdentity } from './token.js';
 import { git } from '../git.js';
 
 export interface Retired {
@@ -21,8 +21,7 @@ export interface Retired {
 
 /** Empty `node`'s declaration and mark it retired, in one commit. */
 export async function retireNode(fleet: Fleet, node: string): Promise<Retired> {
-  const identity = readIdentity(fleet, node);
-  if (!identity) throw new MeshError('E_UNKNOWN_NODE', `nodes/${node}/node.yaml does not exist: ${node} is not a node of this fleet`);
+  const identity = existingIdentity(fleet, node);
   const listed = await git(fleet.dir, ['ls-files', '-z', '--', `nodes/${node}/`]);
   const removed = listed.split('\0').filter((f) => f && f !== `nodes/${node}/node.yaml`);
   if (identity.retired && removed.length === 0) throw new MeshError('E_ALREADY_RETIRED', `${node} is already retired and its declaration is empty`);

@@ -7,12 +7,11 @@
  * the other per-node credentials the operator must revoke at their providers.
  */
 import type { Command } from 'commander';
-import { MeshError } from '../../core/errors.js';
 import { fingerprint } from '../../core/sign/sshsig.js';
 import type { NodeIdentity } from '../../schema/fleet.js';
 import { commitPaths, openFleet, originUrl, type Fleet } from '../fleet.js';
 import { currentNodeKey } from './signers.js';
-import { earlierKeys, readIdentity, withoutCredentials, writeIdentity } from './token.js';
+import { earlierKeys, existingIdentity, withoutCredentials, writeIdentity } from './token.js';
 
 export interface Revoked {
   node: string;
@@ -24,8 +23,7 @@ export interface Revoked {
 
 /** Revoke every identity of `node` with a new generation that has no token. */
 export async function revokeNode(fleet: Fleet, node: string): Promise<Revoked> {
-  const previous = readIdentity(fleet, node);
-  if (!previous) throw new MeshError('E_UNKNOWN_NODE', `nodes/${node}/node.yaml does not exist: ${node} is not a node of this fleet`);
+  const previous = existingIdentity(fleet, node);
   const nodeKey = await currentNodeKey(fleet, node);
   const identity: NodeIdentity = { node, generation: previous.generation + 1, ...earlierKeys(previous), ...(previous.retired ? { retired: true } : {}) };
   const file = writeIdentity(fleet, identity, 'revoke');

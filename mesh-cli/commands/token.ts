@@ -81,6 +81,13 @@ export function readIdentity(fleet: Fleet, node: string): NodeIdentity | null {
   return existsSync(file) ? loadYamlOrThrow(readFileSync(file, 'utf8'), `nodes/${node}/node.yaml`, NodeIdentity) : null;
 }
 
+/** The identity of an existing node (retire, revoke): a MeshError when the fleet has no such node. */
+export function existingIdentity(fleet: Fleet, node: string): NodeIdentity {
+  const identity = readIdentity(fleet, node);
+  if (!identity) throw new MeshError('E_UNKNOWN_NODE', `nodes/${node}/node.yaml does not exist: ${node} is not a node of this fleet`);
+  return identity;
+}
+
 /** Write nodes/NODE/node.yaml for `identity` (by the mesh-cli command `by`); returns its path. */
 export function writeIdentity(fleet: Fleet, identity: NodeIdentity, by: string): string {
   const file = join(fleet.dir, 'nodes', identity.node, 'node.yaml');

@@ -11,7 +11,6 @@ import { openFleet, topOf, type Fleet } from '../fleet.js';
 import { eligibility, lastReports, reportedNodes, trusted, tryFetchReports } from '../reports.js';
 import { commitTree, resolveCommit, workingTree } from '../tree.js';
 import { checkTree, type Checked } from '../validate-checks.js';
-import { usageExitsTwo } from '../usage.js';
 
 type Format = 'text' | 'github' | 'json';
 
@@ -65,7 +64,7 @@ function report(result: Checked & { notes: string[] }, format: Format): void {
 
 /** Register `validate` on `program`. */
 export function validateCommand(program: Command): void {
-  usageExitsTwo(program.command('validate'))
+  program.command('validate')
     .description('check every declaration, role, node.yaml and mesh.yaml; --format github prints annotations')
     .option('--format <format>', 'text, github or json', formatOption, 'text')
     .option('--json', 'same as --format json')

@@ -1,0 +1,53 @@
+/**
+ * How both programs end: the one exit table of DESIGN.md ("Commands"), and the one function
+ * that turns whatever reached the top-level catch into a message and an exit code.
+ *
+ * A MeshError exits by its `next`: `human` 2 (a person must act), `retry` 3 (try again later),
+ * `wait` 4 ("not there yet": what it needs, such as the fleet's main branch, does not exist
+ * yet; running again once it does will work). A commander usage error exits 2 (commander has
+ * already printed it); its help and version exit 0. Anything else is a bug: 70, with its stack.
+ * Code 1 (something checked is not as it should be) is a result, set by the command itself,
+ * never a thrown error; 69 is the host's probation exit, set by the upgrade path alone.
+ */
+import { CommanderError, type Command } from 'commander';
+import { MeshError, messageOf, type NextStep } from './errors.js';
+
+export const EXIT = {
+  done: 0,
+  failed: 1,
+  human: 2,
+  retry: 3,
+  notYet: 4,
+  probation: 69,
+  bug: 70,
+} as const;
+
+const BY_NEXT: Record<NextStep, number> = { human: EXIT.human, retry: EXIT.retry, wait: EXIT.notYet };
+
+export interface Ending {
+  code: number;
+  /** What to write to stderr (several lines for a bug: message, then stack); empty when it was already written. */
+  message: string;
+}
+
+/** The exit code and stderr text for `e`, thrown out of `program` (`mesh-cli`, `mesh-host`). */
+export function ending(program: string, e: unknown): Ending {
+  if (e instanceof MeshError) return { code: BY_NEXT[e.next], message: `${program}: ${e.message}` };
+  if (e instanceof CommanderError) return { code: e.exitCode === 0 ? EXIT.done : EXIT.human, message: '' };
+  const stack = e instanceof Error && e.stack ? `\n${e.stack}` : '';
+  return { code: EXIT.bug, message: `${program}: internal error (a bug; please report it): ${messageOf(e)}${stack}` };
+}
+
+/** The top-level catch of a `main.ts`: write the message and set the exit code. */
+export function exitWith(program: string, e: unknown): void {
+  const { code, message } = ending(program, e);
+  if (message) console.error(message);
+  process.exitCode = code;
+}
+
+/** Make `program` and every subcommand throw their usage errors (and help, version) instead of exiting, so they reach `ending`. */
+export function throwUsageErrors(program: Command): Command {
+  program.exitOverride();
+  for (const sub of program.commands) throwUsageErrors(sub);
+  return program;
+}

@@ -1,0 +1,40 @@
+/**
+ * What `mesh-cli plan` computes (commands/plan.ts) and shows (plan-format.ts): the plan of
+ * each affected node next to its last report. The JSON of `plan --format json` is this shape.
+ */
+import type { Problem } from '../core/errors.js';
+import type { SignatureVerdict } from '../core/report/verify.js';
+import type { Report } from '../schema/report.js';
+import type { ResourceChange } from './declaration-diff.js';
+
+/** What a node's last report says, next to its planned changes. */
+export interface LastReport {
+  outcome: Report['outcome'] | null;
+  lastContact: string | null;
+  commit: string | null;
+  signature: SignatureVerdict;
+  eligible: boolean | null;
+  /** Why the node is ineligible or its report does not count. */
+  reason?: string;
+}
+
+/** The plan for one affected node. */
+export interface NodePlan {
+  node: string;
+  /** Changed files that feed this node's declaration (its own files and the roles it includes). */
+  because: string[];
+  changes: ResourceChange[];
+  reordered: boolean;
+  /** The head declaration is invalid: the host would apply nothing and report these. */
+  problems?: Problem[];
+  last: LastReport;
+}
+
+/** The whole plan (the JSON of `plan --format json`). */
+export interface PlanResult {
+  base: string;
+  head: string;
+  nodes: NodePlan[];
+  summary: string;
+  notes: string[];
+}
