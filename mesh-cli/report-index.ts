@@ -24,6 +24,7 @@ import { commitOf, linkFromText, linkOf, reportView, tipOf } from './report-obje
 import { readTexts, writeTexts, type ReportTexts } from './report-texts.js';
 import { catFiles, type Fleet } from './fleet.js';
 import { openRemote, type GitObject, type Remote } from './upload-pack.js';
+import { openRemote as openGitRemote } from './status/git-remote.js';
 import { verifyPool, verifyStats, type Verdict, type VerifyJob, type VerifyPool } from './verify-pool.js';
 import { packStats } from './pack.js';
 import { REPORT_REFS } from '../core/report/branch.js';
@@ -115,13 +116,20 @@ export async function refreshIndex(fleet: Fleet, mainRef: string, network: Netwo
   }
 }
 
+/** TEMPORARY (measuring the fetch path): MESH_STATUS_FETCH=git takes the git binary's. */
+async function openAnyRemote(fleet: Fleet): Promise<Remote> {
+  if (process.env.MESH_STATUS_FETCH !== 'git') return openRemote(fleet.dir);
+  const files = await indexFiles(fleet);
+  return openGitRemote(fleet.dir, { store: dirname(files.index), config: files.config });
+}
+
 /** refreshIndex's work; `pool(n, memo)` starts the verify threads (once) as soon as about n reports are known to need them. */
 async function refresh(fleet: Fleet, mainRef: string, network: Network | null, pool: (expected: number, memo: VouchMemo) => VerifyPool): Promise<ReportIndex> {
   const lap = timer();
   const mainThere = network && `refs/heads/${network.mainBranch}`;
   // The report tips are listed, and this checkout's main read, while the index is read (from
   // disk without holding this thread, so that the ls-refs request is out before it is parsed).
-  const asked = network && openRemote(fleet.dir).then(async (remote) => ({ remote, listed: await remote.lsRefs([REPORT_REFS, mainThere!]).finally(() => lap.mark('ls-refs answer')) }));
+  const asked = network && openAnyRemote(fleet).then(async (remote) => ({ remote, listed: await remote.lsRefs([REPORT_REFS, mainThere!]).finally(() => lap.mark('ls-refs answer')) }));
   asked?.catch(() => undefined);
   const mainHere = network && git(fleet.dir, ['rev-parse', '--verify', '--quiet', mainRef]).then((out) => out.trim(), () => '');
   // Where node.yaml lies on main, as this checkout has it: used unless origin's main moved.
@@ -274,6 +282,7 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
   if (indexDirty) writeIndex(files, index, { identities: listed || upgraded, records: recorded, reports });
   // Besides the wall time of each phase: CPU time of the work that overlaps (packs parsed, reports read out of them, signatures verified on every thread).
   const work = { packParse: packStats.ms, readOut: readOutMs, verify: verifyStats.ms, verifiedOnMainThread: verifyStats.here };
+  await (remote as { close?: () => Promise<void> } | null)?.close?.();
   lap('chain+write', { reports: Object.keys(index.nodes).length, changed: changed.size, verified: changed.size + stale.length, work });
   return new Map(Object.entries(index.nodes).map(([node, r]) => [node, r.tip]));
 }
@@ -419,6 +428,8 @@ function parseIdentity(text: string | undefined): NodeIdentity | null {
 /** The index's files, in the checkout's .git/mesh/: the index, the parsed node.yaml files it was verified against, and the report texts. */
 interface IndexFiles {
   index: string;
+  /** The checkout's git config file. */
+  config: string;
   identities: string;
   texts: string;
 }
@@ -426,9 +437,10 @@ interface IndexFiles {
 async function indexFiles(fleet: Fleet): Promise<IndexFiles> {
   // A checkout whose .git is a folder keeps it in .git/mesh; otherwise (a worktree, GIT_DIR) git says where.
   const plain = !process.env.GIT_DIR && !process.env.GIT_COMMON_DIR && statSync(join(fleet.dir, '.git'), { throwIfNoEntry: false })?.isDirectory();
-  const path = plain ? join(fleet.dir, '.git', 'mesh') : (await git(fleet.dir, ['rev-parse', '--git-path', 'mesh'])).trim();
-  const dir = isAbsolute(path) ? path : join(fleet.dir, path);
-  return { index: join(dir, 'reports.json'), identities: join(dir, 'identities.json'), texts: join(dir, 'report-texts.bin') };
+  const [path, config] = plain ? [join(fleet.dir, '.git', 'mesh'), join(fleet.dir, '.git', 'config')] : (await git(fleet.dir, ['rev-parse', '--git-path', 'mesh', '--git-path', 'config'])).trim().split('\n');
+  const abs = (p: string) => (isAbsolute(p) ? p : join(fleet.dir, p));
+  const dir = abs(path!);
+  return { index: join(dir, 'reports.json'), config: abs(config!), identities: join(dir, 'identities.json'), texts: join(dir, 'report-texts.bin') };
 }
 
 /**
