@@ -137,7 +137,7 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
   const filesHere = network && nodeFiles();
   const files = await indexFiles(fleet);
   lap.mark('index files');
-  const { index, seen, records, texts: migrated, views, upgraded, identities: identitiesText } = await readIndex(files);
+  const { index, seen, records, views, identities: identitiesText } = await readIndex(files);
   lap.mark('index read');
   // Each node's record is read once the first fetches are out (they need only `seen`); everything after the fetches needs them.
   let recordsRead: Promise<void> | null = null;
@@ -147,7 +147,7 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
     lap.mark('records read');
   }));
   // The texts kept from earlier runs are read only when needed: to verify an unchanged report again, or to carry it over.
-  let keptTexts = migrated;
+  let keptTexts: Map<string, ReportTexts> | undefined;
   const texts = new Map<string, ReportTexts>();
   const textOf = (node: string) => texts.get(node) ?? (keptTexts ??= readTexts(files.texts)).get(node);
   const vouched: VouchMemo = new Set(index.vouched);
@@ -257,7 +257,7 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
   if (stale.length) await reverify(stale, { ids, index, textOf, setText: (node, t) => texts.set(node, t), remote, submit: (jobs) => (verify ??= pool(jobs.length, vouched), submit(jobs)) });
   // The texts do not depend on the verdicts: they are written while the threads verify. (Each is
   // kept with its commit, so texts newer than an index that was not written are not mistaken for its.)
-  const dirty = changed.size + removed.length + stale.length > 0 || migrated !== undefined;
+  const dirty = changed.size + removed.length + stale.length > 0;
   const textsWritten = dirty
     ? writeTexts(files.texts, new Map(Object.keys(index.nodes).flatMap((node) => {
       const t = textOf(node);
@@ -277,9 +277,9 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
   lap('verify');
   for (const node of Object.keys(index.nodes)) if (!recorded.has(node)) record(node);
   await textsWritten;
-  const indexDirty = dirty || vouched.size !== index.vouched.length || listed || upgraded || damaged;
+  const indexDirty = dirty || vouched.size !== index.vouched.length || listed || damaged;
   index.vouched = [...vouched];
-  if (indexDirty) writeIndex(files, index, { identities: listed || upgraded, records: recorded, reports });
+  if (indexDirty) writeIndex(files, index, { identities: listed, records: recorded, reports });
   // Besides the wall time of each phase: CPU time of the work that overlaps (packs parsed, reports read out of them, signatures verified on every thread).
   const work = { packParse: packStats.ms, readOut: readOutMs, verify: verifyStats.ms, verifiedOnMainThread: verifyStats.here };
   await (remote as { close?: () => Promise<void> } | null)?.close?.();
@@ -445,9 +445,8 @@ async function indexFiles(fleet: Fleet): Promise<IndexFiles> {
 
 /**
  * What readIndex read: the index without its records (`index.nodes` is empty), the tip each
- * node had (`seen`), its records when asked for (`records()`: parsed then), each node's report
- * still unread in `views` (the JSON of node → report), and `upgraded` when it was written by an
- * earlier mesh-cli (format 1 also brings the report texts, which it kept inside the index).
+ * node had (`seen`), its records when asked for (`records()`: parsed then), and each node's
+ * report still unread in `views` (the JSON of node → report).
  */
 interface ReadIndex {
   index: IndexFile;
@@ -456,29 +455,23 @@ interface ReadIndex {
   views?: Buffer;
   /** identities.json as read, parsed into `index.identities` by identityBlobs (after the first fetch is out). */
   identities?: string;
-  upgraded: boolean;
-  texts?: Map<string, ReportTexts>;
 }
 
 /**
  * The index. Format 4 is three lines of JSON: format, vouches and each node's tip commit; the
  * records without their reports; node → report. A run needs only the first line before its first
  * fetch; the second is parsed while that fetch is out, and the third only if some report is still
- * the node's last (when every report changed, it never is). Formats 3 (records with the first
- * line, reports on the second), 2 (one JSON object, each report inside its record) and 1 (format
- * 2 with the report texts inside too) are taken over.
+ * the node's last (when every report changed, it never is). An index in any other format (those
+ * of earlier mesh-cli versions included) is rebuilt from origin, with the note that says so.
  */
 async function readIndex(files: IndexFiles): Promise<ReadIndex> {
-  const empty = (): ReadIndex => ({ index: { format: 4, nodes: {}, identities: {}, vouched: [] }, seen: new Map(), records: () => ({}), upgraded: false });
+  const empty = (): ReadIndex => ({ index: { format: 4, nodes: {}, identities: {}, vouched: [] }, seen: new Map(), records: () => ({}) });
   const [bytes, identities] = await Promise.all([readFile(files.index).catch(() => null), readFile(files.identities, 'utf8').catch(() => '')]);
   if (bytes === null && !existsSync(files.index)) return empty();
   try {
     // Only the first line is decoded here: the rest stays bytes until it is needed.
     const lines = bytes ? splitLines(bytes, 3) : [];
-    const first = JSON.parse(lines[0]?.toString('utf8') ?? '') as Omit<IndexFile, 'identities' | 'format'> & { format: 2 | 3 } | IndexV1 | IndexV4;
-    const taken = (nodes: Record<string, NodeRecord>, rest: Partial<ReadIndex>): ReadIndex => ({
-      index: { format: 4, nodes: {}, identities: {}, vouched: first.vouched }, seen: new Map(Object.entries(nodes).map(([node, r]) => [node, r.tip.commit])), records: () => nodes, identities, upgraded: true, ...rest,
-    });
+    const first = JSON.parse(lines[0]?.toString('utf8') ?? '') as IndexV4;
     if (first.format === 4 && lines.length === 3 && Array.isArray(first.vouched) && first.tips && typeof first.tips === 'object') {
       const seen = new Map(Object.entries(first.tips));
       // The records must be those of the tips the run began with: a node in one line and not the
@@ -494,18 +487,7 @@ async function readIndex(files: IndexFiles): Promise<ReadIndex> {
         if (Object.keys(read).length !== seen.size || [...seen].some(([node, commit]) => read[node]?.tip.commit !== commit)) throw new DamagedIndex(files.index);
         return read;
       };
-      return { index: { format: 4, nodes: {}, identities: {}, vouched: first.vouched }, seen, records, views: lines[2], identities, upgraded: false };
-    }
-    if (first.nodes && Array.isArray(first.vouched)) {
-      if (first.format === 3 && lines.length >= 2) {
-        for (const record of Object.values(first.nodes)) record.tip.report = null;
-        return taken(first.nodes, { views: lines[1] });
-      }
-      if (first.format === 2) return taken(first.nodes, {});
-      if (first.format === 1 && first.identities) {
-        const { index, texts } = fromV1(first);
-        return { ...taken(index.nodes, { texts }), identities: undefined, index: { ...index, nodes: {} } };
-      }
+      return { index: { format: 4, nodes: {}, identities: {}, vouched: first.vouched }, seen, records, views: lines[2], identities };
     }
   } catch {
     // said below
@@ -551,7 +533,6 @@ interface IndexV4 {
   format: 4;
   vouched: string[];
   tips: Record<string, string>;
-  nodes?: undefined;
 }
 
 /** Parsed node.yaml files by blob id, from the text of identities.json; a cache (an unreadable one is parsed again from main). */
@@ -562,23 +543,6 @@ function parseIdentities(text: string): IndexFile['identities'] {
   } catch {
     return {};
   }
-}
-
-/** Format 1 kept each report's texts in the index itself. */
-interface IndexV1 extends Omit<IndexFile, 'format' | 'nodes'> {
-  format: 1;
-  nodes: Record<string, Omit<NodeRecord, 'tip'> & { tip: Omit<TipRecord, 'report'> & { status: string | null; sig: string | null } }>;
-}
-
-function fromV1(v1: IndexV1): { index: IndexFile; texts: Map<string, ReportTexts> } {
-  const texts = new Map<string, ReportTexts>();
-  const nodes: Record<string, NodeRecord> = {};
-  for (const [node, { tip: { status, sig, ...tip }, ...rest }] of Object.entries(v1.nodes)) {
-    const parsed = status === null ? null : parseReport(node, status);
-    nodes[node] = { ...rest, tip: { ...tip, report: parsed?.ok ? reportView(parsed.value) : null } };
-    texts.set(node, { commit: tip.commit, status: status === null ? null : Buffer.from(status), sig: sig === null ? null : Buffer.from(sig) });
-  }
-  return { index: { ...v1, format: 4, nodes }, texts };
 }
 
 /** A node's record as the first line of the index keeps it: without its report. */
