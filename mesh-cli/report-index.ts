@@ -24,7 +24,7 @@ import { commitOf, linkFromText, linkOf, reportView, tipOf } from './report-obje
 import { readTexts, writeTexts, type ReportTexts } from './report-texts.js';
 import { catFiles, type Fleet } from './fleet.js';
 import { openRemote, type GitObject, type Remote } from './upload-pack.js';
-import { openRemote as openGitRemote } from './status/git-remote.js';
+import { openRemote as openGitRemote, type Remote as GitRemote } from './status/git-remote.js';
 import { verifyPool, verifyStats, type Verdict, type VerifyJob, type VerifyPool } from './verify-pool.js';
 import { packStats } from './pack.js';
 import { REPORT_REFS } from '../core/report/branch.js';
@@ -119,6 +119,11 @@ export async function refreshIndex(fleet: Fleet, mainRef: string, network: Netwo
 /** TEMPORARY (measuring the fetch path): MESH_STATUS_FETCH=git takes the git binary's. */
 async function openAnyRemote(fleet: Fleet): Promise<Remote> {
   if (process.env.MESH_STATUS_FETCH !== 'git') return openRemote(fleet.dir);
+  return openReportStore(fleet);
+}
+
+/** Origin's report branches as status reads them, fetched objects kept beside the index (status/git-remote.ts). */
+export async function openReportStore(fleet: Fleet): Promise<GitRemote> {
   const files = await indexFiles(fleet);
   return openGitRemote(fleet.dir, { store: dirname(files.index), config: files.config });
 }

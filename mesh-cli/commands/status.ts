@@ -18,7 +18,7 @@ import type { NodeStatus } from '../status/node-status.js';
 import { openFleet, type Fleet } from '../fleet.js';
 import { formatHistory, reportHistory } from '../history.js';
 import { age, parseDuration } from '../../core/duration.js';
-import { eligibility, failureLines, fetchBranches, fetchReports, lastReports, mainRef, reportedNodes, trusted } from '../reports.js';
+import { eligibility, failureLines, fetchReports, lastReports, mainRef, reportedNodes, trusted } from '../reports.js';
 import { fleetPage } from './html.js';
 import { rolloutCommand } from './rollout.js';
 import { usageExitsTwo } from '../usage.js';
@@ -148,8 +148,7 @@ export function statusCommand(program: Command): void {
       const fleet = await openFleet(process.cwd());
       if (o.commit) return rolloutCommand(fleet, { rev: o.commit, json: Boolean(o.json), fetch: o.fetch, waitMs: o.wait, pollMs: o.poll ?? 5000 });
       if (o.node) {
-        if (o.fetch) await fetchBranches(fleet, [o.node]);
-        const history = await reportHistory(fleet, o.node, o.limit);
+        const history = await reportHistory(fleet, o.node, o.limit, o.fetch);
         return console.log(o.json ? JSON.stringify(history) : formatHistory(history, new Date()));
       }
       const { nodes, mainTip } = await fleetStatus(fleet, { fetch: o.fetch });

@@ -17,6 +17,7 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync
 import { join } from 'node:path';
 import { MeshError, messageOf } from '../../core/errors.js';
 import { SIGNATURE_FILE, STATUS_FILE } from '../../core/report/branch.js';
+import { commitHeaders } from '../../core/git/commit.js';
 import { catFileBatch, gitBytes, type CatFileBatch } from '../git.js';
 
 /** A git object as status reads it. */
@@ -30,6 +31,8 @@ export interface Remote {
    * its tree, status.json and signature, by oid.
    */
   fetchObjects(opts: { wants: string[]; haves?: string[]; deepen?: number }): Promise<Map<string, GitObject>>;
+  /** The same read, of what the store already holds (nothing fetched): `deepen` commits from each of `wants`. */
+  readObjects(opts: { wants: string[]; deepen: number }): Promise<Map<string, GitObject>>;
   close(): Promise<void>;
 }
 
@@ -55,6 +58,18 @@ export async function openRemote(dir: string, paths: { store: string; config: st
   const remoteGit = (gitDir: string, args: string[], input?: string) =>
     gitBytes(dir, [`--git-dir=${gitDir}`, '-c', 'gc.auto=0', '-c', 'maintenance.auto=false', ...args], input).catch((e: unknown) => { throw remoteError(e, where); });
 
+  /** `deepen` commits from each of `wants`, one level of parents per read (most reads are of one level). */
+  const readDeep = async (wants: string[], deepen: number) => {
+    const objects = new Map<string, GitObject>();
+    let level = wants;
+    for (let d = 0; d < deepen && level.length > 0; d++) {
+      for (const [oid, o] of toMap(await read(level.flatMap(reportSpecs)))) objects.set(oid, o);
+      if (d + 1 === deepen) break;
+      level = [...new Set(level.flatMap((c) => (objects.get(c)?.type === 'commit' ? commitHeaders(objects.get(c)!.data)?.parents ?? [] : [])))].filter((c) => !objects.has(c));
+    }
+    return objects;
+  };
+
   return {
     async lsRefs(prefixes) {
       const out = (await remoteGit(repo, ['ls-remote', '--heads', name])).toString('utf8');
@@ -79,18 +94,23 @@ export async function openRemote(dir: string, paths: { store: string; config: st
         if (had.length) writeFileSync(join(lane, 'shallow'), had.join('\n') + '\n');
         await remoteGit(lane, ['fetch', '--quiet', '--no-write-fetch-head', '--no-tags', '--no-auto-maintenance', '--no-write-commit-graph', '--no-recurse-submodules',
           ...(deepen === undefined ? [] : [`--depth=${deepen}`]), ...had.map((h) => `--negotiation-tip=${h}`), '--stdin', name], wants.join('\n') + '\n');
-        const commits = deepen === undefined
-          ? (await remoteGit(lane, ['rev-list', '--stdin'], [...wants, ...had.map((h) => `^${h}`)].join('\n') + '\n')).toString('latin1').split('\n').filter(Boolean)
-          : wants.flatMap((w) => (deepen > 1 ? [w, `${w}^`] : [w]));
-        return toMap(await read(commits.flatMap((c) => [c, `${c}^{tree}`, `${c}:${STATUS_FILE}`, `${c}:${SIGNATURE_FILE}`])));
+        if (deepen !== undefined) return readDeep(wants, deepen);
+        const commits = (await remoteGit(lane, ['rev-list', '--stdin'], [...wants, ...had.map((h) => `^${h}`)].join('\n') + '\n')).toString('latin1').split('\n').filter(Boolean);
+        return toMap(await read(commits.flatMap(reportSpecs)));
       } finally {
         rmSync(lane, { recursive: true, force: true });
       }
     },
+    readObjects: ({ wants, deepen }) => readDeep(wants, deepen),
     async close() {
       await reader?.close();
     },
   };
+}
+
+/** What is read of a report commit: itself, its tree, status.json and its signature. */
+function reportSpecs(commit: string): string[] {
+  return [commit, `${commit}^{tree}`, `${commit}:${STATUS_FILE}`, `${commit}:${SIGNATURE_FILE}`];
 }
 
 function toMap(objects: Array<{ oid: string; type: string; data: Buffer } | null>): Map<string, GitObject> {
