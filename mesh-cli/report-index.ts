@@ -23,10 +23,8 @@ import { chainStep, type ChainVerdict, type SeenTip } from './chain.js';
 import { commitOf, linkFromText, linkOf, reportView, tipOf } from './report-objects.js';
 import { readTexts, writeTexts, type ReportTexts } from './report-texts.js';
 import { catFiles, type Fleet } from './fleet.js';
-import { openRemote, type GitObject, type Remote } from './upload-pack.js';
-import { openRemote as openGitRemote, type Remote as GitRemote } from './status/git-remote.js';
+import { openRemote as openGitRemote, type GitObject, type Remote } from './status/git-remote.js';
 import { verifyPool, verifyStats, type Verdict, type VerifyJob, type VerifyPool } from './verify-pool.js';
-import { packStats } from './pack.js';
 import { REPORT_REFS } from '../core/report/branch.js';
 import { git } from './git.js';
 
@@ -99,7 +97,9 @@ export interface Network {
 /** Bring the index up to date (with origin when `network`), verify what changed, and keep it. */
 export async function refreshIndex(fleet: Fleet, mainRef: string, network: Network | null): Promise<ReportIndex> {
   let pool: VerifyPool | null = null;
-  const run = () => refresh(fleet, mainRef, network, (expected, memo) => (pool ??= verifyPool(expected, memo)));
+  const remote = network && openReportStore(fleet);
+  remote?.catch(() => undefined); // awaited in refresh
+  const run = () => refresh(fleet, mainRef, network && { ...network, remote: remote! }, (expected, memo) => (pool ??= verifyPool(expected, memo)));
   try {
     return await run().catch(async (e: unknown) => {
       // The records are read after the first fetches are out: when they turn out damaged, the run starts again without them.
@@ -113,28 +113,23 @@ export async function refreshIndex(fleet: Fleet, mainRef: string, network: Netwo
     });
   } finally {
     (pool as VerifyPool | null)?.close();
+    await (await remote?.catch(() => null))?.close();
   }
 }
 
-/** TEMPORARY (measuring the fetch path): MESH_STATUS_FETCH=git takes the git binary's. */
-async function openAnyRemote(fleet: Fleet): Promise<Remote> {
-  if (process.env.MESH_STATUS_FETCH !== 'git') return openRemote(fleet.dir);
-  return openReportStore(fleet);
-}
-
 /** Origin's report branches as status reads them, fetched objects kept beside the index (status/git-remote.ts). */
-export async function openReportStore(fleet: Fleet): Promise<GitRemote> {
+export async function openReportStore(fleet: Fleet): Promise<Remote> {
   const files = await indexFiles(fleet);
   return openGitRemote(fleet.dir, { store: dirname(files.index), config: files.config });
 }
 
 /** refreshIndex's work; `pool(n, memo)` starts the verify threads (once) as soon as about n reports are known to need them. */
-async function refresh(fleet: Fleet, mainRef: string, network: Network | null, pool: (expected: number, memo: VouchMemo) => VerifyPool): Promise<ReportIndex> {
+async function refresh(fleet: Fleet, mainRef: string, network: (Network & { remote: Promise<Remote> }) | null, pool: (expected: number, memo: VouchMemo) => VerifyPool): Promise<ReportIndex> {
   const lap = timer();
   const mainThere = network && `refs/heads/${network.mainBranch}`;
   // The report tips are listed, and this checkout's main read, while the index is read (from
   // disk without holding this thread, so that the ls-refs request is out before it is parsed).
-  const asked = network && openAnyRemote(fleet).then(async (remote) => ({ remote, listed: await remote.lsRefs([REPORT_REFS, mainThere!]).finally(() => lap.mark('ls-refs answer')) }));
+  const asked = network && network.remote.then(async (remote) => ({ remote, listed: await remote.lsRefs([REPORT_REFS, mainThere!]).finally(() => lap.mark('ls-refs answer')) }));
   asked?.catch(() => undefined);
   const mainHere = network && git(fleet.dir, ['rev-parse', '--verify', '--quiet', mainRef]).then((out) => out.trim(), () => '');
   // Where node.yaml lies on main, as this checkout has it: used unless origin's main moved.
@@ -286,8 +281,7 @@ async function refresh(fleet: Fleet, mainRef: string, network: Network | null, p
   index.vouched = [...vouched];
   if (indexDirty) writeIndex(files, index, { identities: listed, records: recorded, reports });
   // Besides the wall time of each phase: CPU time of the work that overlaps (packs parsed, reports read out of them, signatures verified on every thread).
-  const work = { packParse: packStats.ms, readOut: readOutMs, verify: verifyStats.ms, verifiedOnMainThread: verifyStats.here };
-  await (remote as { close?: () => Promise<void> } | null)?.close?.();
+  const work = { readOut: readOutMs, verify: verifyStats.ms, verifiedOnMainThread: verifyStats.here };
   lap('chain+write', { reports: Object.keys(index.nodes).length, changed: changed.size, verified: changed.size + stale.length, work });
   return new Map(Object.entries(index.nodes).map(([node, r]) => [node, r.tip]));
 }

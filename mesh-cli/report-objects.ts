@@ -5,7 +5,7 @@
  */
 import type { Report, ReportView } from '../schema/report.js';
 import { sha256, type Link } from './chain.js';
-import type { GitObject } from './upload-pack.js';
+import type { GitObject } from './status/git-remote.js';
 import { isHeartbeatMessage, SIGNATURE_FILE, STATUS_FILE } from '../core/report/branch.js';
 import { commitHeaders } from '../core/git/commit.js';
 

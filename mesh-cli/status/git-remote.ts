@@ -137,7 +137,7 @@ function prepareStore(repo: string, config: string): void {
 }
 
 function withoutCredential(url: string): string {
-  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/@]*@/i, '$1');
+  return url.replace(/([a-z][a-z0-9+.-]*:\/\/)[^/@\s']*@/gi, '$1');
 }
 
 /** git's failure to reach the remote, as a MeshError that says what to do (never with the credential). */
