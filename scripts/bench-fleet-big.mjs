@@ -61,7 +61,6 @@ export async function bigFleet(sim, { n, work, bare, server, open, statusRun }) 
   // the Must-show is the next one: a warm checkout, every report changed since the last fetch.
   progress('mesh-cli status, first run in the new checkout (builds its report index)');
   out.statusCold = await statusRun(checkout, n);
-  if (process.env.MESH_BENCH_AB) return abRuns({ n, work, server, checkout, reportRound, statusRun, out });
   // One run says little on a shared machine (the same work varies by tens of percent in CPU time
   // from hour to hour), so it is timed after each of several rounds and the median run is `status`.
   out.statusEvery = [];
@@ -79,31 +78,6 @@ export async function bigFleet(sim, { n, work, bare, server, open, statusRun }) 
   progress(`${SAMPLE} sample hosts on mesh-cli serve, then ${SAMPLE} more on mesh-cli serve --open`);
   out.hidden = await sample(sim, { work: join(work, 'hidden'), server, bare, keys: keys.slice(0, SAMPLE), tune: true });
   out.plain = await sample(sim, { work: join(work, 'plain'), server: open, bare, keys: keys.slice(SAMPLE, 2 * SAMPLE) });
-  return out;
-}
-
-/**
- * TEMPORARY (session 7, the fetch path): status with every report changed, by the protocol-v2
- * client (A, checkout) and by the git binary (B, a second checkout), alternating which runs first.
- */
-async function abRuns({ n, work, server, checkout, reportRound, statusRun, out }) {
-  const other = join(work, 'operator-b');
-  git(work, ['clone', '--quiet', `${server.operatorUrl}fleet.git`, other]);
-  const B = { MESH_STATUS_FETCH: 'git' };
-  out.statusColdB = await statusRun(other, n, B);
-  out.ab = { A: [], B: [] };
-  for (let round = 2; round < 2 + EVERY_CHANGED; round++) {
-    out.setup[`reports${round}`] = await reportRound(round);
-    const runs = round % 2 ? [['B', other, B], ['A', checkout, {}]] : [['A', checkout, {}], ['B', other, B]];
-    for (const [name, dir, env] of runs) {
-      progress(`mesh-cli status ${name}: every report changed (${round - 1} of ${EVERY_CHANGED})`);
-      const r = await statusRun(dir, n, env);
-      out.ab[name].push(r);
-      progress(`  ${name}: ${r.totalS.toFixed(2)} s wall, ${r.cpuS.toFixed(2)} s CPU, ${r.valid}/${r.nodes} valid, chain ok ${r.chainOk}; ${JSON.stringify(r.timings?.phases)}`);
-    }
-  }
-  const median = (xs) => [...xs].sort((x, y) => x - y)[xs.length >> 1];
-  for (const name of ['A', 'B']) progress(`${name}: median ${median(out.ab[name].map((r) => r.totalS)).toFixed(2)} s of ${out.ab[name].map((r) => r.totalS.toFixed(2)).join(', ')}`);
   return out;
 }
 

@@ -55,10 +55,10 @@ async function served(name, { open = false, data = join(work, name) } = {}) {
  * `mesh-cli status --json` in `checkout`, timed from outside (its fetch included), with its CPU
  * time, the server's, and the phases of its report-index refresh (MESH_TIMINGS, report-index.ts).
  */
-async function statusRun(checkout, expected, server, env = {}) {
+async function statusRun(checkout, expected, server) {
   const cpu0 = cpuSeconds(process.pid); // counts the CLI and its git children once they are reaped
   const r = await measured(server, async () => {
-    const run = spawnSync('node', [cli, 'status', '--json'], { cwd: checkout, env: { ...process.env, MESH_TIMINGS: '1', ...env }, maxBuffer: 512 * 1024 * 1024 });
+    const run = spawnSync('node', [cli, 'status', '--json'], { cwd: checkout, env: { ...process.env, MESH_TIMINGS: '1' }, maxBuffer: 512 * 1024 * 1024 });
     if (run.status !== 0) throw new Error(`mesh-cli status failed: ${run.stderr}`);
     const timings = /^mesh-timings (.*)$/m.exec(run.stderr.toString());
     return { json: JSON.parse(run.stdout.toString()), timings: timings ? JSON.parse(timings[1]) : null };
@@ -77,7 +77,7 @@ try {
   if (big > 0) {
     const served1 = await served('big');
     const open = await served('big', { open: true, data: served1.data });
-    results.big = await bigFleet(sim, { n: big, work: join(work, 'big'), bare: served1.bare, server: served1.server, open: open.server, statusRun: (c, n, env) => statusRun(c, n, served1.server, env) });
+    results.big = await bigFleet(sim, { n: big, work: join(work, 'big'), bare: served1.bare, server: served1.server, open: open.server, statusRun: (c, n) => statusRun(c, n, served1.server) });
   }
   results.totalS = (performance.now() - started) / 1000;
   printTable(results);
