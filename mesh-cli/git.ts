@@ -54,3 +54,79 @@ export function spawnGitProgram(program: string, env: NodeJS.ProcessEnv): ChildP
 export async function gitExecPath(): Promise<string> {
   return (await git(process.cwd(), ['--exec-path'])).trim();
 }
+
+/** An object read by `git cat-file --batch`: its id, type and content. */
+export interface BatchObject {
+  oid: string;
+  type: string;
+  data: Buffer;
+}
+
+/** A running `git cat-file --batch`: each `read` writes its specs and resolves with their objects in order (null: missing). */
+export interface CatFileBatch {
+  read(specs: string[]): Promise<Array<BatchObject | null>>;
+  close(): Promise<void>;
+}
+
+/**
+ * One `git cat-file --batch` for many reads (`args` go before `cat-file`, e.g. `--git-dir=…`):
+ * its answers are parsed as they stream in, each read's objects handed back once all are in.
+ * Objects written to the store after it started are found (git looks again for new packs).
+ */
+export function catFileBatch(dir: string, args: string[] = []): CatFileBatch {
+  const child = spawnGit(dir, [...args, 'cat-file', '--batch']);
+  const queue: Array<{ left: number; out: Array<BatchObject | null>; resolve: (o: Array<BatchObject | null>) => void; reject: (e: Error) => void }> = [];
+  const err: Buffer[] = [];
+  let buf: Buffer = Buffer.alloc(0);
+  let failed: Error | null = null;
+  const fail = (e: Error) => {
+    failed ??= e;
+    for (const r of queue.splice(0)) r.reject(failed);
+  };
+  const take = (o: BatchObject | null) => {
+    const head = queue[0]!;
+    head.out.push(o);
+    if (--head.left === 0) head.resolve(queue.shift()!.out);
+  };
+  child.stdout.on('data', (chunk: Buffer) => {
+    buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
+    let at = 0;
+    while (queue.length > 0) {
+      const eol = buf.indexOf(10, at);
+      if (eol < 0) break;
+      const header = buf.toString('latin1', at, eol);
+      const [oid, type, size] = header.split(' ');
+      if (size === undefined) { // "<spec> missing" or "<spec> ambiguous"
+        at = eol + 1;
+        take(null);
+        continue;
+      }
+      const end = eol + 1 + Number(size);
+      if (end + 1 > buf.length) break;
+      take({ oid: oid!, type: type!, data: buf.subarray(eol + 1, end) });
+      at = end + 1;
+    }
+    buf = buf.subarray(at);
+  });
+  child.stderr.on('data', (b: Buffer) => err.push(b));
+  child.stdin.on('error', () => undefined); // its exit says why
+  child.on('error', (e) => fail(new MeshError('E_GIT', `cannot run git: ${e.message}: install git`)));
+  const closed = new Promise<void>((resolve) => child.on('close', (code) => {
+    if (code !== 0 || queue.length > 0) fail(new MeshError('E_GIT', `git cat-file failed in ${dir}: ${Buffer.concat(err).toString('utf8').trim() || `exit ${code}`}`));
+    resolve();
+  }));
+  return {
+    read(specs) {
+      if (failed) return Promise.reject(failed);
+      if (specs.length === 0) return Promise.resolve([]);
+      return new Promise((resolve, reject) => {
+        queue.push({ left: specs.length, out: [], resolve, reject });
+        child.stdin.write(specs.join('\n') + '\n');
+      });
+    },
+    close() {
+      child.stdin.end();
+      return closed;
+    },
+  };
+}

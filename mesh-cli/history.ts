@@ -9,8 +9,7 @@ import type { Report } from '../schema/report.js';
 import { sha256 } from './chain.js';
 import type { Fleet } from './fleet.js';
 import { contact } from '../core/duration.js';
-import { failureLines, identities, REPORTS, verifyAt } from './reports.js';
-import { git } from './git.js';
+import { branchReports, failureLines, identities, verifyEach } from './reports.js';
 
 /** One report on a node's report branch, as verified now. */
 export interface HistoryEntry {
@@ -35,14 +34,13 @@ export interface History {
   entries: HistoryEntry[];
 }
 
-/** The last `limit` reports of `node`, newest first, from the fetched report branch. */
-export async function reportHistory(fleet: Fleet, node: string, limit: number): Promise<History> {
-  const ref = `${REPORTS}${node}`;
-  const log = await git(fleet.dir, ['log', '--format=%H', '-n', String(limit + 1), ref, '--']).catch(() => null);
-  if (log === null) throw new MeshError('E_NO_REPORTS', `there is no report branch reports/${node} (fetched from origin): check the node name with 'mesh-cli status'`);
-  const commits = log.split('\n').filter(Boolean);
+/** The last `limit` reports of `node`, newest first (fetched from origin first unless `fetch` is false). */
+export async function reportHistory(fleet: Fleet, node: string, limit: number, fetch: boolean): Promise<History> {
+  const reports = await branchReports(fleet, node, limit + 1, fetch);
+  if (reports === null) throw new MeshError('E_NO_REPORTS', `there is no report branch reports/${node} ${fetch ? 'on origin' : 'in what status last fetched'}: check the node name with 'mesh-cli status'`);
+  const commits = reports.map((r) => r.commit);
   const identity = (await identities(fleet, [node])).get(node) ?? null;
-  const verified = await verifyAt(fleet, node, commits, identity);
+  const verified = verifyEach(node, reports, identity);
   const entries = commits.slice(0, limit).map((c, i): HistoryEntry => {
     const v = verified.get(c)!;
     const r = v.report;

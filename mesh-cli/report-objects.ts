@@ -5,8 +5,9 @@
  */
 import type { Report, ReportView } from '../schema/report.js';
 import { sha256, type Link } from './chain.js';
-import type { GitObject } from './upload-pack.js';
-import { HEARTBEAT_TRAILER, SIGNATURE_FILE, STATUS_FILE } from '../core/report/branch.js';
+import type { GitObject } from './status/git-remote.js';
+import { isHeartbeatMessage, SIGNATURE_FILE, STATUS_FILE } from '../core/report/branch.js';
+import { commitHeaders } from '../core/git/commit.js';
 
 /** The report commit `oid` read from fetched objects: parent, heartbeat, status.json and its signature. */
 export function tipOf(objects: Map<string, GitObject>, oid: string): { commit: string; parent: string | null; heartbeat: boolean; status: Buffer | null; sig: Buffer | null } {
@@ -55,26 +56,28 @@ function linkOfText(text: string): Link {
   return { sha: sha256(text), sequence };
 }
 
+/** A fetched report commit's tree, first parent and heartbeat trailer (core/git/commit.ts reads it). */
 export function commitOf(objects: Map<string, GitObject>, oid: string): { tree: string; parent: string | null; heartbeat: boolean } | undefined {
   const o = objects.get(oid);
   if (o?.type !== 'commit') return undefined;
-  const text = o.data.toString('utf8');
-  const end = text.indexOf('\n\n');
-  const head = end < 0 ? text : text.slice(0, end);
-  return { tree: /^tree ([0-9a-f]{40})$/m.exec(head)?.[1] ?? '', parent: /^parent ([0-9a-f]{40})$/m.exec(head)?.[1] ?? null, heartbeat: end >= 0 && text.slice(end).includes(HEARTBEAT_TRAILER) };
+  const commit = commitHeaders(o.data);
+  if (!commit) return { tree: '', parent: null, heartbeat: false };
+  return { tree: commit.tree, parent: commit.parents[0] ?? null, heartbeat: isHeartbeatMessage(commit.message) };
 }
 
-/** The blobs directly in tree `oid`, by name. */
+/** The blobs directly in tree `oid`, by name (each entry's id is as long as the tree's own: SHA-1 or SHA-256). */
 function treeFiles(objects: Map<string, GitObject>, oid: string): Map<string, Buffer> {
   const files = new Map<string, Buffer>();
   const tree = objects.get(oid);
   if (tree?.type !== 'tree') return files;
+  const size = oid.length / 2;
   for (let at = 0; at < tree.data.length; ) {
     const nul = tree.data.indexOf(0, at);
+    if (nul < 0) break;
     const name = tree.data.subarray(tree.data.indexOf(32, at) + 1, nul).toString('utf8');
-    const blob = objects.get(tree.data.subarray(nul + 1, nul + 21).toString('hex'));
+    const blob = objects.get(tree.data.subarray(nul + 1, nul + 1 + size).toString('hex'));
     if (blob?.type === 'blob') files.set(name, blob.data);
-    at = nul + 21;
+    at = nul + 1 + size;
   }
   return files;
 }

@@ -11,13 +11,12 @@ import type { Report, ReportView } from '../schema/report.js';
 import { verifyReport, type Verdict, type VerifiedReport } from '../core/report/verify.js';
 import { messageOf } from '../core/errors.js';
 import type { ChainVerdict } from './chain.js';
-import { refreshIndex, type ReportIndex } from './report-index.js';
+import { openReportStore, refreshIndex, type ReportIndex } from './report-index.js';
+import { commitOf, tipOf } from './report-objects.js';
+import type { GitObject } from './status/git-remote.js';
 import { catFiles, type Fleet } from './fleet.js';
-import { reportRef, SIGNATURE_FILE, STATUS_FILE } from '../core/report/branch.js';
+import { reportRef } from '../core/report/branch.js';
 import { git } from './git.js';
-
-/** Where `fetchBranches` puts whole report branches (a node's history); status itself keeps no ref per node. */
-export const REPORTS = 'refs/remotes/origin/reports/';
 
 /** The fetched main branch, which is what identities and ancestry are read from. */
 export function mainRef(fleet: Fleet): string {
@@ -31,9 +30,12 @@ const indexes = new WeakMap<Fleet, ReportIndex>();
  * (report-index.ts); `onMain` is called as soon as main is fetched, before the reports are read.
  */
 export async function fetchReports(fleet: Fleet, onMain?: () => void): Promise<void> {
+  indexes.set(fleet, await refreshIndex(fleet, mainRef(fleet), { mainBranch: fleet.config.mainBranch, fetchMain: () => fetchMain(fleet), ...(onMain ? { onMain } : {}) }));
+}
+
+function fetchMain(fleet: Fleet): Promise<string> {
   const main = fleet.config.mainBranch;
-  const fetchMain = () => git(fleet.dir, ['fetch', 'origin', `+refs/heads/${main}:refs/remotes/origin/${main}`]);
-  indexes.set(fleet, await refreshIndex(fleet, mainRef(fleet), { mainBranch: main, fetchMain, ...(onMain ? { onMain } : {}) }));
+  return git(fleet.dir, ['fetch', 'origin', `+refs/heads/${main}:refs/remotes/origin/${main}`]);
 }
 
 /** Fetch like `fetchReports`, but a failure becomes a note (the reports already fetched are used). */
@@ -46,11 +48,46 @@ export async function tryFetchReports(fleet: Fleet): Promise<string | null> {
   }
 }
 
-/** Fetch main and the whole report branches of `nodes` into REPORTS (for a node's history); a node without a branch is skipped. */
-export async function fetchBranches(fleet: Fleet, nodes: string[]): Promise<void> {
-  const main = fleet.config.mainBranch;
-  await git(fleet.dir, ['fetch', 'origin', `+refs/heads/${main}:refs/remotes/origin/${main}`]);
-  for (const n of nodes) await git(fleet.dir, ['fetch', 'origin', `+${reportRef(n)}:${REPORTS}${n}`]).catch(() => undefined);
+/** A report commit on a node's branch with its texts (null: the file is not in the commit). */
+export interface BranchReport {
+  commit: string;
+  status: string | null;
+  sig: string | null;
+}
+
+/**
+ * The last `depth` reports on `node`'s branch, newest first; null when it has no branch. Read
+ * the way status reads reports (report-index.ts): with `fetch`, main and the branch's tip are
+ * fetched (`depth` commits deep) into the report store; without, the tip status last saw is read
+ * from that store as far as it holds it.
+ */
+export async function branchReports(fleet: Fleet, node: string, depth: number, fetch: boolean): Promise<BranchReport[] | null> {
+  const remote = await openReportStore(fleet);
+  try {
+    let tip: string | undefined;
+    let objects: Map<string, GitObject>;
+    if (fetch) {
+      const [refs] = await Promise.all([remote.lsRefs([reportRef(node)]), fetchMain(fleet)]);
+      tip = refs.get(reportRef(node));
+      if (!tip) return null;
+      objects = await remote.fetchObjects({ wants: [tip], deepen: depth });
+    } else {
+      tip = (await reportIndex(fleet)).get(node)?.commit;
+      if (!tip) return null;
+      objects = await remote.readObjects({ wants: [tip], deepen: depth });
+    }
+    const out: BranchReport[] = [];
+    for (let at: string | null = tip; at !== null && out.length < depth;) {
+      const commit = commitOf(objects, at);
+      if (!commit) break;
+      const { status, sig } = tipOf(objects, at);
+      out.push({ commit: at, status: status?.toString('utf8') ?? null, sig: sig?.toString('utf8') ?? null });
+      at = commit.parent;
+    }
+    return out;
+  } finally {
+    await remote.close();
+  }
 }
 
 /** The report index as fetched before (verified again where node.yaml on main changed). */
@@ -78,12 +115,9 @@ export async function identities(fleet: Fleet, nodes: string[]): Promise<Map<str
   );
 }
 
-/** Verify the report in each of `commits` (report-branch commits or refs) of `node`'s branch. */
-export async function verifyAt(fleet: Fleet, node: string, commits: string[], identity: NodeIdentity | null): Promise<Map<string, VerifiedReport & { text: string | null }>> {
-  const specs = commits.flatMap((c) => [`${c}:${STATUS_FILE}`, `${c}:${SIGNATURE_FILE}`]);
-  const blobs = await catFiles(fleet.dir, specs);
-  const text = (spec: string) => blobs.get(spec)?.toString('utf8') ?? null;
-  return new Map(commits.map((c) => [c, { ...verifyReport(node, text(`${c}:${STATUS_FILE}`), text(`${c}:${SIGNATURE_FILE}`), identity), text: text(`${c}:${STATUS_FILE}`) }]));
+/** Verify each of `reports` (of `node`'s branch) against `identity`, by commit. */
+export function verifyEach(node: string, reports: BranchReport[], identity: NodeIdentity | null): Map<string, VerifiedReport & { text: string | null }> {
+  return new Map(reports.map((r) => [r.commit, { ...verifyReport(node, r.status, r.sig, identity), text: r.status }]));
 }
 
 /** A node's last report as status shows it: the verdict on its signature and what it says (ReportView). */
@@ -125,9 +159,7 @@ export function failureLines(report: ReportView): string[] {
 
 /** The newest report on `node`'s branch whose signature is valid, looking back at most `depth` reports. */
 export async function newestValid(fleet: Fleet, node: string, depth = 20): Promise<Report | undefined> {
-  await git(fleet.dir, ['fetch', 'origin', `+${reportRef(node)}:${REPORTS}${node}`]).catch(() => undefined);
-  const log = await git(fleet.dir, ['log', '--format=%H', '-n', String(depth), `${REPORTS}${node}`, '--']).catch(() => '');
-  const commits = log.split('\n').filter(Boolean);
-  const verified = await verifyAt(fleet, node, commits, (await identities(fleet, [node])).get(node) ?? null);
-  return commits.map((c) => trusted(verified.get(c))).find((r) => r !== undefined);
+  const reports = (await branchReports(fleet, node, depth, true).catch(() => null)) ?? [];
+  const verified = verifyEach(node, reports, (await identities(fleet, [node])).get(node) ?? null);
+  return reports.map((r) => trusted(verified.get(r.commit))).find((r) => r !== undefined);
 }

@@ -2,13 +2,14 @@
  * Hostile input: the YAML/declaration loader and the report and token parsers, fed
  * arbitrary and mutated input, never crash or hang and always answer with problems that
  * carry a file, line and column; the commit-signature check of agent/trust.ts answers any
- * bytes with a verdict. (The SSHSIG parser's own fuzzing is in sign.test.ts.)
+ * bytes with a verdict, and the commit header reader status uses answers any bytes with null or
+ * well-formed ids. (The SSHSIG parser's own fuzzing is in sign.test.ts.)
  */
 import fc from 'fast-check';
 import { stringify } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../core/errors.js';
-import { parseCommitObject, trailers } from '../core/git/commit.js';
+import { commitHeaders, parseCommitObject, trailers } from '../core/git/commit.js';
 import { encodePrivateKey, generateKeyPair, publicKeyOf, signSsh, sshPublicKey } from '../core/sign/sshsig.js';
 import { verifyCommit } from '../agent/trust.js';
 import { loadYamlOrThrow } from '../core/load.js';
@@ -127,6 +128,23 @@ describe('hostile input never crashes the token file or commit-signature parsers
       }),
       { numRuns: RUNS },
     );
+  });
+
+  it('the header reader status uses answers any bytes with null or well-formed ids, and agrees with the full parser on real commits', () => {
+    const oid = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
+    const wellFormed = (h: ReturnType<typeof commitHeaders>) => {
+      if (h === null) return;
+      expect(h.tree).toMatch(oid);
+      for (const p of h.parents) expect(p).toMatch(oid);
+    };
+    const sha256 = `tree ${'ab'.repeat(32)}\nparent ${'cd'.repeat(32)}\nparent ${'ef'.repeat(32)}\nauthor a <a@x> 1 +0000\ncommitter a <a@x> 1 +0000\n\nm\n`;
+    for (const text of [signed, signed.replace('\nauthor', `\nparent ${'1'.repeat(40)}\nauthor`), sha256]) {
+      const full = parseCommitObject(Buffer.from(text));
+      expect(full.ok).toBe(true);
+      if (full.ok) expect(commitHeaders(Buffer.from(text))).toEqual({ tree: full.commit.tree, parents: full.commit.parents, message: full.commit.message });
+    }
+    fc.assert(fc.property(mutated(signed), (text) => wellFormed(commitHeaders(Buffer.from(text, 'latin1')))), { numRuns: RUNS });
+    fc.assert(fc.property(fc.uint8Array({ maxLength: 400 }), (bytes) => wellFormed(commitHeaders(bytes))), { numRuns: RUNS });
   });
 
   it('arbitrary bytes get a verdict from the commit-signature check, and a message for every refusal', () => {

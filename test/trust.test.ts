@@ -32,7 +32,7 @@ async function commitWith(fleet: TestFleet, files: Record<string, string>, messa
   await git(fleet.checkout, 'push', '--quiet', '--force', 'origin', 'HEAD:main');
   return git(fleet.checkout, 'rev-parse', 'HEAD');
 }
-/** The format of a report index's text (format 3: a JSON line of records, then one of reports; 1 and 2: one JSON object). */
+/** The format of a report index's text (format 4: three JSON lines; formats 1-3 of earlier mesh-cli versions are rebuilt). */
 const formatOf = (text: string): unknown => (JSON.parse(text.split('\n')[0]!) as { format: unknown }).format;
 type Tip = { commit: string } & Record<string, unknown>;
 /** A format-4 index (tips, records, reports) as its parts. */
@@ -447,7 +447,7 @@ describe('reports are a hash chain', () => {
     expect(await row(fleet.checkout)).toEqual(before);
   });
 
-  it('an index written by an earlier mesh-cli (format 1, report texts inside it) is taken over, not rebuilt', async () => {
+  it('an index written by an earlier mesh-cli (format 1, report texts inside it) is rebuilt from origin, and status says so', async () => {
     const mesh = join(fleet.checkout, '.git/mesh');
     const before = await row(fleet.checkout);
     // Format 1: the index held each report's status.json and signature, and the parsed node.yaml files.
@@ -462,25 +462,26 @@ describe('reports are a hash chain', () => {
     rmSync(join(mesh, 'report-texts.bin'));
     const r = await cli(fleet.checkout, 'status', '--json');
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stderr).not.toContain('could not be read');
+    expect(r.stderr.match(/reports\.json could not be read; it is rebuilt from origin/g)).toHaveLength(1);
     expect(JSON.parse(r.stdout).nodes[0]).toEqual(before);
     expect(formatOf(readFileSync(join(mesh, 'reports.json'), 'utf8'))).toBe(4);
+    expect(await row(fleet.checkout)).toEqual(before);
   });
 
-  it('an index written by an earlier mesh-cli (format 2, one JSON object) is taken over, not rebuilt', async () => {
+  it('an index written by an earlier mesh-cli (format 2, one JSON object) is rebuilt from origin, and status says so', async () => {
     const mesh = join(fleet.checkout, '.git/mesh');
     const before = await row(fleet.checkout);
     writeFileSync(join(mesh, 'reports.json'), JSON.stringify(asFormat2(readFileSync(join(mesh, 'reports.json'), 'utf8'))));
     const r = await cli(fleet.checkout, 'status', '--json');
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stderr).not.toContain('could not be read');
+    expect(r.stderr.match(/reports\.json could not be read; it is rebuilt from origin/g)).toHaveLength(1);
     expect(JSON.parse(r.stdout).nodes[0]).toEqual(before);
     expect(formatOf(readFileSync(join(mesh, 'reports.json'), 'utf8'))).toBe(4);
     // and read back as format 4, with the same row
     expect(await row(fleet.checkout)).toEqual(before);
   });
 
-  it('an index written by the last mesh-cli (format 3, records and reports on two lines) is taken over, not rebuilt', async () => {
+  it('an index written by an earlier mesh-cli (format 3, records and reports on two lines) is rebuilt from origin, and status says so', async () => {
     const mesh = join(fleet.checkout, '.git/mesh');
     const before = await row(fleet.checkout);
     const v3 = asFormat3(readFileSync(join(mesh, 'reports.json'), 'utf8'));
@@ -488,7 +489,7 @@ describe('reports are a hash chain', () => {
     writeFileSync(join(mesh, 'reports.json'), v3);
     const r = await cli(fleet.checkout, 'status', '--json');
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stderr).not.toContain('could not be read');
+    expect(r.stderr.match(/reports\.json could not be read; it is rebuilt from origin/g)).toHaveLength(1);
     expect(JSON.parse(r.stdout).nodes[0]).toEqual(before);
     // rewritten as format 4: the tip first, then the record, then the report
     const text = readFileSync(join(mesh, 'reports.json'), 'utf8');

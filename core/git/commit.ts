@@ -83,3 +83,38 @@ export function trailers(message: string, key: string): string[] {
     .filter((l) => l.toLowerCase().startsWith(prefix))
     .map((l) => l.slice(prefix.length).trim());
 }
+
+/** What status needs of a commit: its tree, its parents and its message. */
+export interface CommitHeaders {
+  tree: string;
+  parents: string[];
+  message: string;
+}
+
+const OID = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
+
+/**
+ * A commit's tree, parents and message, read from the headers that come first (git writes tree,
+ * then parents, then the rest) without rebuilding the signed payload: for reading thousands of
+ * report commits. SHA-1 and SHA-256 ids. Null when it has no valid tree header. Never throws.
+ */
+export function commitHeaders(raw: Uint8Array): CommitHeaders | null {
+  if (!(raw instanceof Uint8Array) || raw.length > MAX_COMMIT_BYTES) return null;
+  const buf = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
+  const end = buf.indexOf('\n\n');
+  const headEnd = end < 0 ? buf.length : end;
+  let tree: string | null = null;
+  const parents: string[] = [];
+  for (let at = 0; at < headEnd;) {
+    const eol = Math.min(headEnd, (buf.indexOf(10, at) + 1 || headEnd + 1) - 1);
+    const line = buf.toString('latin1', at, eol);
+    at = eol + 1;
+    if (tree === null) {
+      if (!line.startsWith('tree ')) return null;
+      tree = line.slice(5);
+    } else if (line.startsWith('parent ')) parents.push(line.slice(7));
+    else break;
+  }
+  if (tree === null || !OID.test(tree) || parents.some((p) => !OID.test(p))) return null;
+  return { tree, parents, message: end < 0 ? '' : buf.toString('utf8', end + 2) };
+}

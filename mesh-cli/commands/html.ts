@@ -10,7 +10,7 @@ import { contact } from '../../core/duration.js';
 import { mainRef } from '../reports.js';
 import type { Rollout } from '../rollout.js';
 import { affectedAt, rolloutAt } from './rollout.js';
-import type { NodeStatus } from './status.js';
+import type { NodeStatus } from '../status/node-status.js';
 import { git } from '../git.js';
 
 /** How far back on main to look for commits that changed declarations, and how many rollouts to draw. */

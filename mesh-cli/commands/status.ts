@@ -11,43 +11,18 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { writeFileSync } from 'node:fs';
 import { MeshError } from '../../core/errors.js';
-import type { SignatureVerdict } from '../../core/report/verify.js';
 import { MeshConfig } from '../../schema/fleet.js';
 import { loadYaml } from '../../core/load.js';
-import type { Report, Signer } from '../../schema/report.js';
-import { CHAIN_NOTES, type ChainVerdict } from '../chain.js';
+import { CHAIN_NOTES } from '../chain.js';
+import type { NodeStatus } from '../status/node-status.js';
 import { openFleet, type Fleet } from '../fleet.js';
 import { formatHistory, reportHistory } from '../history.js';
 import { age, parseDuration } from '../../core/duration.js';
-import { eligibility, failureLines, fetchBranches, fetchReports, lastReports, mainRef, reportedNodes, trusted } from '../reports.js';
+import { eligibility, failureLines, fetchReports, lastReports, mainRef, reportedNodes, trusted } from '../reports.js';
 import { fleetPage } from './html.js';
 import { rolloutCommand } from './rollout.js';
 import { usageExitsTwo } from '../usage.js';
 import { git } from '../git.js';
-
-/** One row of `status --json`: the node's last report, trusted only when its signature is valid. */
-export interface NodeStatus {
-  node: string;
-  lastContact: string | null;
-  commit: string | null;
-  outcome: Report['outcome'] | null;
-  hostVersion: string | null;
-  signature: SignatureVerdict;
-  generation: number | null;
-  sequence: number | null;
-  /** false when the last valid report says the node may not be given resources; null without one. */
-  eligible: boolean | null;
-  reason?: string;
-  errors?: string[];
-  /** What a report whose signature is not valid claims; never shown as the node's state. */
-  claimed?: { lastContact: string; commit: string | null; outcome: Report['outcome'] };
-  /** The node's report chain: ok, or replayed / reordered / forked (chain.ts). */
-  chain: ChainVerdict;
-  /** Who signed the commit the last valid report names, as the host verified it (null: unsigned, refused or unchecked). */
-  signer: Signer | null;
-  /** Whether the host checks commit signatures: its last report's word, else mesh.yaml's on main. */
-  trust: 'signed' | 'none';
-}
 
 /**
  * Fetch reports and main from origin (unless `fetch` is false) and verify every node's last
@@ -173,8 +148,7 @@ export function statusCommand(program: Command): void {
       const fleet = await openFleet(process.cwd());
       if (o.commit) return rolloutCommand(fleet, { rev: o.commit, json: Boolean(o.json), fetch: o.fetch, waitMs: o.wait, pollMs: o.poll ?? 5000 });
       if (o.node) {
-        if (o.fetch) await fetchBranches(fleet, [o.node]);
-        const history = await reportHistory(fleet, o.node, o.limit);
+        const history = await reportHistory(fleet, o.node, o.limit, o.fetch);
         return console.log(o.json ? JSON.stringify(history) : formatHistory(history, new Date()));
       }
       const { nodes, mainTip } = await fleetStatus(fleet, { fetch: o.fetch });

@@ -1,0 +1,195 @@
+/**
+ * The report index on disk, in the checkout's `.git/mesh/`: `reports.json` (format 4, described at
+ * readIndex), `identities.json` (each node.yaml parsed once per blob id) and, beside them, the
+ * report texts (report-texts.ts). Reading and writing only: report-index.ts decides what goes in.
+ */
+import { existsSync, mkdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { dirname, isAbsolute, join } from 'node:path';
+import type { Verdict } from '../../core/report/claims.js';
+import type { NodeIdentity } from '../../schema/fleet.js';
+import type { ReportView } from '../../schema/report.js';
+import type { ChainVerdict, SeenTip } from '../chain.js';
+import type { Fleet } from '../fleet.js';
+import { git } from '../git.js';
+
+/** A node's last report as the index keeps it. */
+export interface TipRecord extends SeenTip {
+  /** The node.yaml blob the verdict was made against ('' when the node had none). */
+  identity: string;
+  verdict: Verdict;
+  /** The report as status shows it (report-objects.ts reportView), null when status.json is missing or does not parse. */
+  report: ReportView | null;
+  chain: ChainVerdict;
+}
+
+export interface NodeRecord {
+  tip: TipRecord;
+  /** The highest sequence of a valid report seen on this branch. */
+  maxSequence: number;
+  /** Tips that did not descend from the tip seen before them (kept while they are the tip). */
+  forked: string[];
+}
+
+export interface IndexFile {
+  format: 4;
+  nodes: Record<string, NodeRecord>;
+  /** Parsed node.yaml by blob id (null: it does not parse). */
+  identities: Record<string, NodeIdentity | null>;
+  vouched: string[];
+}
+
+/** The last report of every node that has a report branch, verified, with its chain verdict. */
+export type ReportIndex = Map<string, TipRecord>;
+
+/** The index's files, in the checkout's .git/mesh/: the index, the parsed node.yaml files it was verified against, and the report texts. */
+export interface IndexFiles {
+  /** The folder they are in (the report store is there too, status/git-remote.ts). */
+  store: string;
+  index: string;
+  /** The checkout's git config file. */
+  config: string;
+  identities: string;
+  texts: string;
+}
+
+export async function indexFiles(fleet: Fleet): Promise<IndexFiles> {
+  // A checkout whose .git is a folder keeps it in .git/mesh; otherwise (a worktree, GIT_DIR) git says where.
+  const plain = !process.env.GIT_DIR && !process.env.GIT_COMMON_DIR && statSync(join(fleet.dir, '.git'), { throwIfNoEntry: false })?.isDirectory();
+  const [path, config] = plain ? [join(fleet.dir, '.git', 'mesh'), join(fleet.dir, '.git', 'config')] : (await git(fleet.dir, ['rev-parse', '--git-path', 'mesh', '--git-path', 'config'])).trim().split('\n');
+  const abs = (p: string) => (isAbsolute(p) ? p : join(fleet.dir, p));
+  const dir = abs(path!);
+  return { store: dir, index: join(dir, 'reports.json'), config: abs(config!), identities: join(dir, 'identities.json'), texts: join(dir, 'report-texts.bin') };
+}
+
+/**
+ * What readIndex read: the index without its records (`index.nodes` is empty), the tip each
+ * node had (`seen`), its records when asked for (`records()`: parsed then), and each node's
+ * report still unread in `views` (the JSON of node → report).
+ */
+export interface ReadIndex {
+  index: IndexFile;
+  seen: Map<string, string>;
+  records: () => Record<string, NodeRecord>;
+  views?: Buffer;
+  /** identities.json as read, parsed into `index.identities` by identityBlobs (after the first fetch is out). */
+  identities?: string;
+}
+
+/**
+ * The index. Format 4 is three lines of JSON: format, vouches and each node's tip commit; the
+ * records without their reports; node → report. A run needs only the first line before its first
+ * fetch; the second is parsed while that fetch is out, and the third only if some report is still
+ * the node's last (when every report changed, it never is). An index in any other format (those
+ * of earlier mesh-cli versions included) is rebuilt from origin, with the note that says so.
+ */
+export async function readIndex(files: IndexFiles): Promise<ReadIndex> {
+  const empty = (): ReadIndex => ({ index: { format: 4, nodes: {}, identities: {}, vouched: [] }, seen: new Map(), records: () => ({}) });
+  const [bytes, identities] = await Promise.all([readFile(files.index).catch(() => null), readFile(files.identities, 'utf8').catch(() => '')]);
+  if (bytes === null && !existsSync(files.index)) return empty();
+  try {
+    // Only the first line is decoded here: the rest stays bytes until it is needed.
+    const lines = bytes ? splitLines(bytes, 3) : [];
+    const first = JSON.parse(lines[0]?.toString('utf8') ?? '') as IndexV4;
+    if (first.format === 4 && lines.length === 3 && Array.isArray(first.vouched) && first.tips && typeof first.tips === 'object') {
+      const seen = new Map(Object.entries(first.tips));
+      // The records must be those of the tips the run began with: a node in one line and not the
+      // other, or at another commit, means the file was damaged.
+      const records = () => {
+        let read: Record<string, NodeRecord>;
+        try {
+          read = (JSON.parse(lines[1]!.toString('utf8')) as { nodes: Record<string, NodeRecord> }).nodes;
+          for (const record of Object.values(read)) record.tip.report = null;
+        } catch {
+          throw new DamagedIndex(files.index);
+        }
+        if (Object.keys(read).length !== seen.size || [...seen].some(([node, commit]) => read[node]?.tip.commit !== commit)) throw new DamagedIndex(files.index);
+        return read;
+      };
+      return { index: { format: 4, nodes: {}, identities: {}, vouched: first.vouched }, seen, records, views: lines[2], identities };
+    }
+  } catch {
+    // said below
+  }
+  console.error(damagedNote(files.index));
+  return empty();
+}
+
+/**
+ * The index is a cache of what origin has, so a damaged one is rebuilt from origin; what is lost
+ * is the memory of earlier tips, so a branch rewound before this run is not caught as replayed or
+ * forked by it.
+ */
+export function damagedNote(file: string): string {
+  return `note: ${file} could not be read; it is rebuilt from origin, and reports seen before it are not compared with this run's`;
+}
+
+/** Thrown when the index's records turn out damaged after the run has begun with its first line. */
+export class DamagedIndex extends Error {
+  constructor(readonly file: string) {
+    super(`${file} is damaged`);
+  }
+}
+
+/** The first `n - 1` lines of `bytes` and the rest (trailing blank space trimmed), as views. */
+function splitLines(bytes: Buffer, n: number): Buffer[] {
+  let end = bytes.length;
+  while (end > 0 && (bytes[end - 1] === 10 || bytes[end - 1] === 13 || bytes[end - 1] === 32)) end--;
+  const lines: Buffer[] = [];
+  let at = 0;
+  while (lines.length < n - 1) {
+    const nl = bytes.indexOf(10, at);
+    if (nl < 0 || nl >= end) break;
+    lines.push(bytes.subarray(at, nl));
+    at = nl + 1;
+  }
+  lines.push(bytes.subarray(at, end));
+  return lines;
+}
+
+/** The first line of a format-4 index. */
+interface IndexV4 {
+  format: 4;
+  vouched: string[];
+  tips: Record<string, string>;
+}
+
+/** Parsed node.yaml files by blob id, from the text of identities.json; a cache (an unreadable one is parsed again from main). */
+export function parseIdentities(text: string): IndexFile['identities'] {
+  try {
+    const read = JSON.parse(text) as { identities?: IndexFile['identities'] };
+    return read.identities && typeof read.identities === 'object' ? read.identities : {};
+  } catch {
+    return {};
+  }
+}
+
+/** A node's record as the first line of the index keeps it: without its report. */
+export function recordJson({ tip: { report: _report, ...tip }, ...record }: NodeRecord): string {
+  return JSON.stringify({ ...record, tip });
+}
+
+/** The index's third line: node → report. */
+export function reportsLine(index: IndexFile): string {
+  const reports: Record<string, ReportView | null> = {};
+  for (const [node, { tip }] of Object.entries(index.nodes)) reports[node] = tip.report;
+  return JSON.stringify(reports);
+}
+
+/**
+ * Write the index (format 4, see readIndex) from each node's record as JSON (`records`) and the
+ * line of reports; and the parsed node.yaml files when `identities` (they change only when main's do).
+ */
+export function writeIndex(files: IndexFiles, index: IndexFile, opts: { identities: boolean; reports: string | Buffer }): void {
+  mkdirSync(dirname(files.index), { recursive: true });
+  const put = (file: string, text: string | Uint8Array) => {
+    writeFileSync(`${file}.tmp`, text);
+    renameSync(`${file}.tmp`, file);
+  };
+  if (opts.identities) put(files.identities, JSON.stringify({ identities: index.identities }));
+  const nodes = Object.keys(index.nodes);
+  const tips = Object.fromEntries(nodes.map((node) => [node, index.nodes[node]!.tip.commit]));
+  const records = nodes.map((node) => `${JSON.stringify(node)}:${recordJson(index.nodes[node]!)}`);
+  const head = `${JSON.stringify({ format: index.format, vouched: index.vouched, tips })}\n{"nodes":{${records.join(',')}}}\n`;
+  put(files.index, typeof opts.reports === 'string' ? `${head}${opts.reports}\n` : Buffer.concat([Buffer.from(head), opts.reports, Buffer.from('\n')]));
+}

@@ -1,0 +1,70 @@
+/**
+ * Reading a report out for the index: the verdict of a report that needs no signature check, or
+ * the job that has a verify thread check it against node.yaml; and node.yaml on main, by blob id,
+ * parsed once into the index.
+ */
+import { parse } from 'yaml';
+import type { IdentityKeys } from '../../core/report/claims.js';
+import type { parseReport } from '../../core/report/verify.js';
+import { NodeIdentity } from '../../schema/fleet.js';
+import { catFiles, type Fleet } from '../fleet.js';
+import type { Verdict, VerifyJob } from '../verify-pool.js';
+import { parseIdentities, type IndexFile, type TipRecord } from './index-file.js';
+
+/** What a verify thread needs of node.yaml: its generation and token keys. */
+function keysOf(identity: NodeIdentity | null | undefined): IdentityKeys | null {
+  if (!identity) return null;
+  return { generation: identity.generation, ...(identity.token ? { token: { publicKey: identity.token.publicKey } } : {}), ...(identity.previous ? { previous: identity.previous } : {}) };
+}
+
+/**
+ * A report's verdict when it needs no signature check (no status.json, or one that does not
+ * parse: `parsed` is its text parsed), set on `tip`; otherwise the job that verifies its
+ * signature against node.yaml `blob`.
+ */
+export function judge(tip: TipRecord, node: string, { status, sig }: { status: Buffer | null; sig: Buffer | null }, parsed: ReturnType<typeof parseReport> | null, blob: string, identities: IndexFile['identities']): (VerifyJob & { blob: string }) | null {
+  if (status === null) setVerdict(tip, blob, { signature: 'missing', reason: 'no status.json on the report branch' });
+  else if (!parsed!.ok) setVerdict(tip, blob, { signature: 'invalid', reason: `status.json does not parse: ${parsed!.problems[0]?.message}` });
+  else {
+    // Only the claimed fields go to the verify thread: the whole report would be copied across for nothing.
+    const { node: named, generation, nodeKey, vouch } = parsed!.value;
+    return { node, status, sig, claims: { node: named, generation, nodeKey, vouch }, identity: keysOf(identities[blob]), blob };
+  }
+  return null;
+}
+
+export function setVerdict(tip: TipRecord, blob: string, verdict: Verdict): void {
+  tip.identity = blob;
+  tip.verdict = verdict;
+}
+
+/**
+ * node → blob id of nodes/<node>/node.yaml on main (`listing`: `git ls-tree -r` of nodes/), each
+ * blob parsed once into the index, whose parsed node.yaml files are first read from `kept` (the
+ * text of identities.json) when given (listed: the index's identities changed).
+ */
+export async function identityBlobs(listing: Promise<string>, fleet: Fleet, index: IndexFile, kept: string | undefined): Promise<{ ids: Map<string, string>; listed: boolean }> {
+  if (kept !== undefined) index.identities = parseIdentities(kept);
+  const ids = new Map<string, string>();
+  for (const line of (await listing).split('\n')) {
+    const m = /^\d+ blob ([0-9a-f]+)\tnodes\/([^/]+)\/node\.yaml$/.exec(line);
+    if (m) ids.set(m[2]!, m[1]!);
+  }
+  const missing = [...new Set(ids.values())].filter((id) => !(id in index.identities));
+  const blobs = await catFiles(fleet.dir, missing);
+  const used = new Set(ids.values());
+  const unused = Object.keys(index.identities).filter((id) => !used.has(id));
+  for (const id of unused) delete index.identities[id];
+  for (const id of missing) index.identities[id] = parseIdentity(blobs.get(id)?.toString('utf8'));
+  return { ids, listed: missing.length + unused.length > 0 };
+}
+
+function parseIdentity(text: string | undefined): NodeIdentity | null {
+  try {
+    const parsed = NodeIdentity.safeParse(parse(text ?? '', { uniqueKeys: true }));
+    return parsed.success ? parsed.data : null;
+  } catch {
+    return null;
+  }
+}
+
