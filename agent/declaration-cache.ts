@@ -9,7 +9,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import type { Declaration, TreeReader } from '../core/declaration/load.js';
+import type { Declaration, TreeReader } from '../core/declaration/declaration.js';
 import { HOST_VERSION } from '../core/version.js';
 
 interface Answer {

@@ -31,13 +31,11 @@ import { loadYamlOrThrow } from '../core/load.js';
 import type { Report } from '../schema/report.js';
 import { applyDeclaration } from './apply-declaration.js';
 import { ineligibleErrors } from './briefing.js';
-import { loadDeclaration, nodeDir, type TreeReader } from '../core/declaration/load.js';
+import { loadDeclarationWith, nodeDir, type TreeReader } from '../core/declaration/declaration.js';
 import { MeshError, messageOf } from '../core/errors.js';
 import type { Host } from './host.js';
 import { buildReport, recordReport, sameAsLast, sendReports, type ReportBody } from './report.js';
 import { credentialRefused, nothingApplied, sealed, trustStage } from './trust-gate.js';
-
-export { applyDeclaration };
 
 export interface PassResult {
   report: Report;
@@ -112,7 +110,7 @@ async function assign(host: Host, tree: TreeReader): Promise<Assignment> {
   if (!identity.retired && host.config.ineligible.length === 0) return { as: 'declared', tree, errors: [] };
   const as = identity.retired ? 'retired' : 'ineligible';
   const errors = as === 'ineligible' ? ineligibleErrors(host.config.ineligible) : [];
-  const declared = await loadDeclaration(tree, node);
+  const declared = await loadDeclarationWith(tree, node, host.ctx.load.parser);
   if (declared.ok && declared.declaration.resources.length > 0) {
     errors.push({ code: 'E_NOT_ASSIGNABLE', message: `${nodeDir(node)}/ declares ${declared.declaration.resources.length} resources, but ${node} is ${as}: none are applied` });
   }

@@ -14,20 +14,13 @@
  * follows (`epoch`), so lines already folded into a newer snapshot are never applied twice.
  */
 import type { OwnedRecord } from '../schema/report.js';
-import { crashNow, faultDue } from './fault.js';
+import { crashNow, noFaults, type Faults } from './fault.js';
 import type { StoreChecks } from './store-checks.js';
+import { ChecksNeeded } from './store-errors.js';
 import { Journal, type Entry } from './store-journal.js';
-import { ChecksNeeded, emptyStore, readSnapshot, writeSnapshot, type StoreData } from './store-snapshot.js';
+import { emptyStore, readSnapshot, writeSnapshot, type StoreData } from './store-snapshot.js';
 
 export { emptyStore, type StoreData };
-
-/** The schemas `open` validates with; store.ts sets them for every caller that imports it. */
-let boundChecks: StoreChecks | null = null;
-
-/** Validate with `checks` in every `Store.open` that is not given its own. */
-export function bindStoreChecks(checks: StoreChecks): void {
-  boundChecks = checks;
-}
 
 export class Store {
   private index = new Map<string, number>();
@@ -41,38 +34,40 @@ export class Store {
     private readonly journal: Journal,
     /** The epoch of the snapshot on disk, kept here so that nothing done to `data` can change which lines follow it. */
     private epoch: number,
+    /** The crash test's points (after-change, after-drop; mid-write of the snapshot). */
+    private readonly faults: Faults,
   ) {}
 
   /**
    * Open the store at `path`; a missing file is a fresh store, an unreadable one is an error a
    * person must look at. Whatever is not exactly as this host last wrote it is validated with
-   * `checks`; with none (neither given nor bound), it throws ChecksNeeded instead.
+   * `checks`; with none, it throws ChecksNeeded instead (store.ts opens with the checks).
    */
-  static open(path: string, checks: StoreChecks | null = boundChecks): Store {
+  static open(path: string, checks: StoreChecks | null, faults: Faults = noFaults): Store {
     const snapshot = readSnapshot(path, checks);
     const journal = new Journal(`${path}.journal`);
     const epoch = snapshot?.epoch ?? 0;
     const replay = journal.entries(checks).filter((e) => e.epoch === epoch);
     // Without a snapshot, lines of epoch 0 are a first pass that stopped before its first save: not a lost store.
-    const store = new Store(path, snapshot ?? emptyStore(), snapshot === null && replay.length === 0, journal, epoch);
+    const store = new Store(path, snapshot ?? emptyStore(), snapshot === null && replay.length === 0, journal, epoch, faults);
     for (const entry of replay) store.applyEntry(entry);
     return store;
   }
 
-  /** `open`, loading the schemas only when something must be validated: a store left as written needs none. */
-  static async openLoading(path: string): Promise<Store> {
+  /** `open`, loading the schemas (with `loadChecks`) only when something must be validated: a store left as written needs none. */
+  static async openLoading(path: string, loadChecks: () => Promise<StoreChecks>, faults: Faults = noFaults): Promise<Store> {
     try {
-      return Store.open(path, boundChecks);
+      return Store.open(path, null, faults);
     } catch (e) {
       if (!(e instanceof ChecksNeeded)) throw e;
     }
-    return Store.open(path, (await import('./store-checks.js')).storeChecks);
+    return Store.open(path, await loadChecks(), faults);
   }
 
   /** Write the store durably, folding the journal into a new snapshot. */
   save(): void {
     this.epoch += 1;
-    writeSnapshot(this.path, { ...this.data, epoch: this.epoch });
+    writeSnapshot(this.path, { ...this.data, epoch: this.epoch }, this.faults);
     this.journal.clear();
   }
 
@@ -90,7 +85,7 @@ export class Store {
   put(record: OwnedRecord): void {
     this.journal.add({ epoch: this.epoch, put: record }, record.state === 'intent');
     this.applyEntry({ epoch: 0, put: record });
-    if (record.state !== 'intent' && faultDue('after-change')) crashNow();
+    if (record.state !== 'intent' && this.faults.due('after-change')) crashNow();
   }
 
   /** Record the intents of the changes a pass is about to make: one append and one sync for all of them, on disk when this returns. */
@@ -104,7 +99,7 @@ export class Store {
   drop(id: string): void {
     this.journal.add({ epoch: this.epoch, drop: id }, true);
     this.applyEntry({ epoch: 0, drop: id });
-    if (faultDue('after-drop')) crashNow();
+    if (this.faults.due('after-drop')) crashNow();
   }
 
   private applyEntry(entry: Entry): void {

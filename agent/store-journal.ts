@@ -7,7 +7,8 @@ import { closeSync, fdatasyncSync, ftruncateSync, mkdirSync, openSync, readFileS
 import { dirname } from 'node:path';
 import { fsyncDir } from './atomic.js';
 import type { Entry, StoreChecks } from './store-checks.js';
-import { ChecksNeeded, parseJson } from './store-snapshot.js';
+import { ChecksNeeded } from './store-errors.js';
+import { parseJson } from './store-snapshot.js';
 
 export type { Entry };
 

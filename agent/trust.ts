@@ -14,7 +14,7 @@ import { MeshConfig } from '../schema/fleet.js';
 import type { Signer } from '../schema/report.js';
 import { descendsDeepening, readCommitBytes } from './ancestry.js';
 import { parseCommitObject, trailers, type CommitObject } from '../core/git/commit.js';
-import type { TreeReader } from '../core/declaration/load.js';
+import type { TreeReader } from '../core/declaration/declaration.js';
 import { fingerprint, sameKey, verifySsh } from '../core/sign/sshsig.js';
 import { keysOfLines, type TrustedKey, type TrustState } from './trust-state.js';
 

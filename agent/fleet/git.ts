@@ -7,7 +7,7 @@
  */
 import * as fs from 'node:fs';
 import git, { Errors, type HttpClient } from 'isomorphic-git';
-import type { TreeReader } from '../../core/declaration/load.js';
+import type { TreeReader } from '../../core/declaration/declaration.js';
 import { MeshError, messageOf } from '../../core/errors.js';
 import { heartbeatMessage } from '../../core/report/branch.js';
 import { isHeartbeat, replacement } from './heartbeat.js';

@@ -1,6 +1,6 @@
 /** `group`: one group in the root's etc/group with its gid, or its absence, through groupadd/groupmod/groupdel. */
 import type { GroupResource } from '../../schema/declaration.js';
-import { readGroup, shadowTool } from './accounts.js';
+import { readGroup, restoreAccount, shadowTool, type AccountKind } from './accounts.js';
 import type { Handler, ResourceContext } from './handler.js';
 
 export interface GroupState extends Record<string, unknown> {
@@ -42,19 +42,20 @@ export const groupHandler: Handler<GroupResource> = {
 
   // A group that was there before is never deleted: its gid is put back (or it is re-created with it).
   async remove(record, ctx) {
-    const name = String(record.resource.name);
-    const before = (record.prior?.state ?? null) as GroupState | null;
-    const now = readState(ctx, name);
-    if (!record.prior?.existed) {
-      if (now) await shadowTool(ctx, 'groupdel', [name]);
-      return undefined;
-    }
-    if (!before) return `left group ${name} as it is: it existed before mesh took it over, and its earlier gid is not known`;
-    if (!now) {
-      await shadowTool(ctx, 'groupadd', ['--gid', String(before.gid), name]);
-      return `re-created group ${name} with gid ${before.gid}, as it was before mesh took it over`;
-    }
-    if (now.gid === before.gid) return `left group ${name} in place: it existed before mesh took it over`;
+    return restoreAccount(ctx, record, groupAccount);
+  },
+};
+
+const groupAccount: AccountKind<GroupState> = {
+  kind: 'group',
+  earlier: 'gid',
+  read: readState,
+  differences: (before, now) => (now.gid === before.gid ? [] : [`gid ${now.gid} → ${before.gid}`]),
+  async recreate(ctx, name, before) {
+    await shadowTool(ctx, 'groupadd', ['--gid', String(before.gid), name]);
+    return `re-created group ${name} with gid ${before.gid}, as it was before mesh took it over`;
+  },
+  async restore(ctx, name, before) {
     await shadowTool(ctx, 'groupmod', ['--gid', String(before.gid), name]);
     return `restored group ${name} to gid ${before.gid}`;
   },
