@@ -2,7 +2,7 @@ import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { layerViolations } from './helpers/layers.js';
+import { codeOnly, lazyImports, layerViolations } from './helpers/layers.js';
 
 const top = join(import.meta.dirname, '..');
 
@@ -31,5 +31,38 @@ describe('layers: schema ← core ← {agent, mesh-cli}', () => {
     const found = layerViolations(tree);
     expect(found).toHaveLength(1);
     expect(found[0]).toMatchObject({ file, line });
+  });
+});
+
+describe('lazy import() only in the two main.ts files', () => {
+  it('the tree keeps the rule', () => {
+    expect(lazyImports(top)).toEqual([]);
+  });
+
+  it('strings, template text, comments and regular expressions are not code', () => {
+    const text = "const a = \"import('x')\"; // import('y')\nconst b = `import('z') ${f(`import('w')`)}` / 2; /* import('v') */ const r = /import\\(/;\n";
+    expect(codeOnly(text)).not.toMatch(/import/);
+    expect(codeOnly(text)).toHaveLength(text.length);
+    expect(codeOnly('const c = `${import(\'./x.js\')}`;')).toMatch(/import\(/);
+  });
+
+  const scratch = mkdtempSync(join(tmpdir(), 'mesh-lazy-'));
+  afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+  // A lazy import planted outside the entry files is named with its file and line; one in an entry file, or in a string, is not.
+  const planted: Array<[string, string, string, number]> = [
+    ['in an agent file', 'agent/planted.ts', "export const x = 1;\nexport const later = async () => (await import('./log.js')).createLogger;\n", 1],
+    ['in core', 'core/planted.ts', "export const later = () =>\n  import(\n    './errors.js');\n", 1],
+    ['in a mesh-cli command', 'mesh-cli/commands/planted.ts', "export const later = () => import('../main.js');\n", 1],
+    ['in an entry file', 'agent/main.ts', "export const later = () => import('./log.js');\n", 0],
+    ['in a string', 'agent/planted.ts', "export const loader = \"import(require('node:url').pathToFileURL(f).href)\";\n", 0],
+  ];
+  it.each(planted)('a planted import() %s is named only outside the entry files', (_where, file, text, count) => {
+    const tree = mkdtempSync(join(scratch, 'tree-'));
+    for (const layer of ['schema', 'core', 'agent', 'mesh-cli']) cpSync(join(top, layer), join(tree, layer), { recursive: true });
+    writeFileSync(join(tree, file), text);
+    const found = lazyImports(tree);
+    expect(found).toHaveLength(count);
+    if (count > 0) expect(found[0]).toMatchObject({ file, line: text.slice(0, text.indexOf('import(')).split('\n').length });
   });
 });
