@@ -5,14 +5,21 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { codeOnly, lazyImports, layerViolations } from './helpers/layers.js';
 
 const top = join(import.meta.dirname, '..');
+const scratch = mkdtempSync(join(tmpdir(), 'mesh-layers-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+/** A copy of the layers with `text` written to `file`. */
+function plantedTree(file: string, text: string): string {
+  const tree = mkdtempSync(join(scratch, 'tree-'));
+  for (const layer of ['schema', 'core', 'agent', 'mesh-cli']) cpSync(join(top, layer), join(tree, layer), { recursive: true });
+  writeFileSync(join(tree, file), text);
+  return tree;
+}
 
 describe('layers: schema ← core ← {agent, mesh-cli}', () => {
   it('the tree keeps the rule', () => {
     expect(layerViolations(top)).toEqual([]);
   });
-
-  const scratch = mkdtempSync(join(tmpdir(), 'mesh-layers-'));
-  afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
   // Each form of import, planted in a copy of the tree, is caught with its file and line.
   const planted: Array<[string, string, string, number]> = [
@@ -25,10 +32,7 @@ describe('layers: schema ← core ← {agent, mesh-cli}', () => {
     ['schema to core', 'schema/planted.ts', "export * from '../core/errors.js';\n", 1],
   ];
   it.each(planted)('a planted %s import across the layers is named', (_form, file, text, line) => {
-    const tree = mkdtempSync(join(scratch, 'tree-'));
-    for (const layer of ['schema', 'core', 'agent', 'mesh-cli']) cpSync(join(top, layer), join(tree, layer), { recursive: true });
-    writeFileSync(join(tree, file), text);
-    const found = layerViolations(tree);
+    const found = layerViolations(plantedTree(file, text));
     expect(found).toHaveLength(1);
     expect(found[0]).toMatchObject({ file, line });
   });
@@ -46,9 +50,6 @@ describe('lazy import() only in the two main.ts files', () => {
     expect(codeOnly('const c = `${import(\'./x.js\')}`;')).toMatch(/import\(/);
   });
 
-  const scratch = mkdtempSync(join(tmpdir(), 'mesh-lazy-'));
-  afterAll(() => rmSync(scratch, { recursive: true, force: true }));
-
   // A lazy import planted outside the entry files is named with its file and line; one in an entry file, or in a string, is not.
   const planted: Array<[string, string, string, number]> = [
     ['in an agent file', 'agent/planted.ts', "export const x = 1;\nexport const later = async () => (await import('./log.js')).createLogger;\n", 1],
@@ -58,10 +59,7 @@ describe('lazy import() only in the two main.ts files', () => {
     ['in a string', 'agent/planted.ts', "export const loader = \"import(require('node:url').pathToFileURL(f).href)\";\n", 0],
   ];
   it.each(planted)('a planted import() %s is named only outside the entry files', (_where, file, text, count) => {
-    const tree = mkdtempSync(join(scratch, 'tree-'));
-    for (const layer of ['schema', 'core', 'agent', 'mesh-cli']) cpSync(join(top, layer), join(tree, layer), { recursive: true });
-    writeFileSync(join(tree, file), text);
-    const found = lazyImports(tree);
+    const found = lazyImports(plantedTree(file, text));
     expect(found).toHaveLength(count);
     if (count > 0) expect(found[0]).toMatchObject({ file, line: text.slice(0, text.indexOf('import(')).split('\n').length });
   });

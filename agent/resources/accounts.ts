@@ -6,8 +6,9 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { MeshError } from '../../core/errors.js';
 import { underRoot } from '../paths.js';
+import type { GroupResource, UserResource } from '../../schema/declaration.js';
 import type { OwnedRecord } from '../../schema/report.js';
-import type { ResourceContext } from './handler.js';
+import type { Handler, ResourceContext } from './handler.js';
 import { invalidateIdCache } from './ownership.js';
 
 export interface PasswdEntry {
@@ -80,10 +81,40 @@ export interface AccountKind<S> {
 }
 
 /**
+ * A handler for one kind of account, from the parts that are its own: reading it by name, the
+ * difference of presence, its prior state and restoring it on removal are the same for both.
+ */
+export function accountHandler<R extends UserResource | GroupResource, S>(
+  account: AccountKind<S>,
+  parts: { diff(r: R, now: S): string[]; apply: Handler<R>['apply']; needs?: Handler<R>['needs'] },
+): Handler<R> {
+  return {
+    ...(parts.needs ? { needs: parts.needs } : {}),
+    async read(r, ctx) {
+      return account.read(ctx, r.name) as Record<string, unknown> | null;
+    },
+    // `system` only picks the id range when the account is created; it is not compared afterwards.
+    diff(r, observed) {
+      const now = observed as S | null;
+      if (r.ensure === 'absent') return now ? ['exists, should be absent'] : [];
+      return now ? parts.diff(r, now) : ['absent, should exist'];
+    },
+    apply: parts.apply,
+    async prior(_r, observed) {
+      return { existed: observed !== null, state: observed };
+    },
+    // An account that was there before is never deleted: what mesh changed is put back.
+    async remove(record, ctx) {
+      return restoreAccount(ctx, record, account);
+    },
+  };
+}
+
+/**
  * Un-declaring an account: one the host created is deleted; one that was there before is never
  * deleted: it is re-created or changed back to what it was. Returns a note for the report.
  */
-export async function restoreAccount<S>(ctx: ResourceContext, record: OwnedRecord, account: AccountKind<S>): Promise<string | undefined> {
+async function restoreAccount<S>(ctx: ResourceContext, record: OwnedRecord, account: AccountKind<S>): Promise<string | undefined> {
   const name = String(record.resource.name);
   const before = (record.prior?.state ?? null) as S | null;
   const now = account.read(ctx, name);

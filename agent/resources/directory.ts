@@ -2,26 +2,17 @@
 import { chmodSync, chownSync, lstatSync, mkdirSync, readdirSync, rmdirSync } from 'node:fs';
 import type { DirectoryResource } from '../../schema/declaration.js';
 import { MeshError } from '../../core/errors.js';
-import { underRoot } from '../paths.js';
-import { normalMode } from './file.js';
-import { describeOwnership, ownershipDiff, type NodeState } from './node.js';
-import { assertParent, nodeHandler, ownerNeeds } from './node-handler.js';
+import { describeOwnership } from './node.js';
+import { assertParent, attributeDiff, nodeHandler, normalMode, ownerNeeds } from './node-handler.js';
 
 export const directoryHandler = nodeHandler<DirectoryResource>('directory', {
   withContent: false,
   should: () => 'a directory',
   needs: ownerNeeds,
 
-  diff(r, now) {
-    const changes: string[] = [];
-    if (r.mode !== undefined && now.mode !== normalMode(r.mode)) changes.push(`mode ${now.mode} → ${normalMode(r.mode)}`);
-    changes.push(...ownershipDiff(r, now));
-    return changes;
-  },
+  diff: attributeDiff,
 
-  async apply(r, observed, ctx) {
-    const real = underRoot(ctx.root, r.path);
-    const now = observed as NodeState | null;
+  async apply(r, now, real, ctx) {
     if (r.ensure === 'absent') {
       if (!now) return;
       if (now.kind !== 'directory') throw new MeshError('E_CONFLICT', `${r.path} is a ${now.kind}, not a directory`);

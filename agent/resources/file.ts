@@ -3,9 +3,8 @@ import { chmodSync, chownSync, lstatSync, readFileSync, unlinkSync } from 'node:
 import type { FileResource } from '../../schema/declaration.js';
 import { writeFileAtomic } from '../atomic.js';
 import { MeshError } from '../../core/errors.js';
-import { underRoot } from '../paths.js';
-import { describeOwnership, ownershipDiff, type NodeState } from './node.js';
-import { assertParent, nodeHandler, ownerNeeds } from './node-handler.js';
+import { describeOwnership, type NodeState } from './node.js';
+import { assertParent, attributeDiff, nodeHandler, normalMode, ownerNeeds } from './node-handler.js';
 
 /** Files larger than this are not captured for restore; the host refuses to take them over. */
 const MAX_PRIOR_BYTES = 1024 * 1024;
@@ -16,16 +15,11 @@ export const fileHandler = nodeHandler<FileResource>('file', {
   needs: ownerNeeds,
 
   diff(r, now) {
-    const changes: string[] = [];
-    if (r.content !== undefined && now.content !== Buffer.from(r.content).toString('base64')) changes.push('content differs');
-    if (r.mode !== undefined && now.mode !== normalMode(r.mode)) changes.push(`mode ${now.mode} → ${normalMode(r.mode)}`);
-    changes.push(...ownershipDiff(r, now));
-    return changes;
+    const content = r.content !== undefined && now.content !== Buffer.from(r.content).toString('base64') ? ['content differs'] : [];
+    return [...content, ...attributeDiff(r, now)];
   },
 
-  async apply(r, observed, ctx) {
-    const real = underRoot(ctx.root, r.path);
-    const now = observed as NodeState | null;
+  async apply(r, now, real, ctx) {
     if (r.ensure === 'absent') {
       if (now?.kind === 'directory') throw new MeshError('E_CONFLICT', `${r.path} is a directory; mesh will not delete a directory declared as a file`);
       if (now) unlinkSync(real);
@@ -52,8 +46,3 @@ export const fileHandler = nodeHandler<FileResource>('file', {
     return { existed: now !== null, state: now };
   },
 });
-
-/** "644" and "0644" are the same mode. */
-export function normalMode(mode: string): string {
-  return mode.length === 3 ? '0' + mode : mode;
-}

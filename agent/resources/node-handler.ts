@@ -5,8 +5,9 @@
  */
 import type { DirectoryResource, FileResource, SymlinkResource } from '../../schema/declaration.js';
 import { MeshError } from '../../core/errors.js';
+import { underRoot } from '../paths.js';
 import type { Handler, ResourceContext } from './handler.js';
-import { readNode, restoreNode, type NodeState } from './node.js';
+import { ownershipDiff, readNode, restoreNode, type NodeState } from './node.js';
 
 type NodeResource = FileResource | DirectoryResource | SymlinkResource;
 
@@ -17,7 +18,8 @@ interface NodeParts<R extends NodeResource> {
   should(r: R): string;
   /** The differences once the node is there and of the declared kind. */
   diff(r: R, now: NodeState): string[];
-  apply: Handler<R>['apply'];
+  /** Change the machine so that `r` holds; `now` is what was read, `real` where the path is under the root. */
+  apply(r: R, now: NodeState | null, real: string, ctx: ResourceContext): Promise<void>;
   prior: Handler<R>['prior'];
   needs?: Handler<R>['needs'];
 }
@@ -36,7 +38,9 @@ export function nodeHandler<R extends NodeResource>(kind: NodeState['kind'], par
       if (now.kind !== kind) return [`is a ${now.kind}, should be ${parts.should(r)}`];
       return parts.diff(r, now);
     },
-    apply: parts.apply,
+    async apply(r, observed, ctx) {
+      return parts.apply(r, observed as NodeState | null, underRoot(ctx.root, r.path), ctx);
+    },
     prior: parts.prior,
     async remove(record, ctx) {
       return restoreNode(ctx, record);
@@ -55,4 +59,14 @@ export function assertParent(ctx: ResourceContext, path: string, what: string): 
 /** A file or directory needs the user and group it is owned by. */
 export function ownerNeeds(r: { owner?: string; group?: string }): Array<{ id: string; field: string }> {
   return [...(r.owner ? [{ id: `user:${r.owner}`, field: 'owner' }] : []), ...(r.group ? [{ id: `group:${r.group}`, field: 'group' }] : [])];
+}
+
+/** Differences in mode (when declared), owner and group. */
+export function attributeDiff(r: { mode?: string; owner?: string; group?: string }, now: NodeState): string[] {
+  return [...(r.mode !== undefined && now.mode !== normalMode(r.mode) ? [`mode ${now.mode} → ${normalMode(r.mode)}`] : []), ...ownershipDiff(r, now)];
+}
+
+/** "644" and "0644" are the same mode. */
+export function normalMode(mode: string): string {
+  return mode.length === 3 ? '0' + mode : mode;
 }

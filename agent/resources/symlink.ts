@@ -4,7 +4,7 @@ import { basename, dirname, join } from 'node:path';
 import type { SymlinkResource } from '../../schema/declaration.js';
 import { fsyncDir } from '../atomic.js';
 import { MeshError } from '../../core/errors.js';
-import { assertNoSymlinkParents, underRoot } from '../paths.js';
+import { assertNoSymlinkParents } from '../paths.js';
 import { readNode, type NodeState } from './node.js';
 import { assertParent, nodeHandler } from './node-handler.js';
 
@@ -19,10 +19,8 @@ export const symlinkHandler = nodeHandler<SymlinkResource>('symlink', {
     return now.target === r.target ? [] : [`target ${now.target} → ${r.target}`];
   },
 
-  async apply(r, observed, ctx) {
+  async apply(r, now, real, ctx) {
     assertNoSymlinkParents(ctx.root, r.path);
-    const real = underRoot(ctx.root, r.path);
-    const now = observed as NodeState | null;
     if (now && now.kind !== 'symlink' && now.kind !== 'file') {
       throw new MeshError('E_CONFLICT', `${r.path} is a ${now.kind}; mesh replaces only files and symlinks with a symlink`);
     }

@@ -5,8 +5,8 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { UserResource } from '../../schema/declaration.js';
-import { readGroup, readPasswd, restoreAccount, shadowTool, type AccountKind } from './accounts.js';
-import type { Handler, ResourceContext } from './handler.js';
+import { accountHandler, readGroup, readPasswd, shadowTool, type AccountKind } from './accounts.js';
+import type { ResourceContext } from './handler.js';
 
 export interface UserState extends Record<string, unknown> {
   uid: number;
@@ -52,42 +52,6 @@ function options(want: Wanted, now: UserState | null): string[] {
   ];
 }
 
-export const userHandler: Handler<UserResource> = {
-  async read(r, ctx) {
-    return readState(ctx, r.name);
-  },
-
-  // `system` only picks the uid range when the user is created; it is not compared afterwards.
-  diff(r, observed) {
-    const now = observed as UserState | null;
-    if (r.ensure === 'absent') return now ? ['exists, should be absent'] : [];
-    return now ? differences(r, now) : ['absent, should exist'];
-  },
-
-  async apply(r, observed, ctx) {
-    const now = observed as UserState | null;
-    if (r.ensure === 'absent') {
-      if (now) await shadowTool(ctx, 'userdel', [r.name]);
-      return;
-    }
-    if (!now) await shadowTool(ctx, 'useradd', ['--no-create-home', ...(r.system ? ['--system'] : []), ...options(r, null), r.name]);
-    else if (options(r, now).length > 0) await shadowTool(ctx, 'usermod', [...options(r, now), r.name]);
-  },
-
-  async prior(_r, observed) {
-    return { existed: observed !== null, state: observed };
-  },
-
-  needs(r) {
-    return [r.group, ...(r.groups ?? [])].flatMap((g) => (g ? [{ id: `group:${g}`, field: g === r.group ? 'group' : 'groups' }] : []));
-  },
-
-  // A user that was there before is never deleted: the fields mesh changed are put back.
-  async remove(record, ctx) {
-    return restoreAccount(ctx, record, userAccount);
-  },
-};
-
 const userAccount: AccountKind<UserState> = {
   kind: 'user',
   earlier: 'fields',
@@ -102,3 +66,21 @@ const userAccount: AccountKind<UserState> = {
     return `restored user ${name}: ${changed.join('; ')}`;
   },
 };
+
+export const userHandler = accountHandler<UserResource, UserState>(userAccount, {
+  diff: differences,
+
+  async apply(r, observed, ctx) {
+    const now = observed as UserState | null;
+    if (r.ensure === 'absent') {
+      if (now) await shadowTool(ctx, 'userdel', [r.name]);
+      return;
+    }
+    if (!now) await shadowTool(ctx, 'useradd', ['--no-create-home', ...(r.system ? ['--system'] : []), ...options(r, null), r.name]);
+    else if (options(r, now).length > 0) await shadowTool(ctx, 'usermod', [...options(r, now), r.name]);
+  },
+
+  needs(r) {
+    return [r.group, ...(r.groups ?? [])].flatMap((g) => (g ? [{ id: `group:${g}`, field: g === r.group ? 'group' : 'groups' }] : []));
+  },
+});
