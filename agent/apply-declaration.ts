@@ -10,7 +10,7 @@ import { plan, type Step } from '../core/plan.js';
 import type { ReportBody } from './report.js';
 import { handlerFor } from './resources/index.js';
 import type { ResourceContext } from './resources/handler.js';
-import type { Store } from './store-core.js';
+import type { Store } from './store/core.js';
 
 /** load → observe → plan → apply against `tree`; the result becomes the body of the report. */
 export async function applyDeclaration(host: { config: { node: string }; store: Store; ctx: ResourceContext }, tree: TreeReader, commit: string | null): Promise<ReportBody> {

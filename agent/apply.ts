@@ -18,7 +18,7 @@ import type { Step } from '../core/plan.js';
 import { dependencyOrder, preflight, type PreflightProblem } from './preflight.js';
 import type { Observed, Prior, ResourceContext } from './resources/handler.js';
 import { handlerFor, handlerForType } from './resources/index.js';
-import type { Store } from './store-core.js';
+import type { Store } from './store/core.js';
 
 /** Read the current state of every declared resource. A read that fails is recorded as the error it is. */
 export async function observe(desired: Resource[], ctx: ResourceContext): Promise<{ observed: Map<string, Observed>; errors: Map<string, string> }> {

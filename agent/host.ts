@@ -13,7 +13,7 @@ import { acquireLock } from './lock.js';
 import type { Logger } from './log.js';
 import { hostPaths, type HostPaths } from './paths.js';
 import { passContext, type HostContext, type ResourceContext } from './resources/handler.js';
-import { openStore, type Store } from './store.js';
+import { openStore, type Store } from './store/store.js';
 
 export interface Host {
   paths: HostPaths;

@@ -23,9 +23,9 @@ const env = { fault: process.env.MESH_FAULT, logLevel: process.env.MESH_LOG_LEVE
 // the host's self-upgrade (needed only when a pass changes the host's own package).
 const load: Loaders = {
   parser: async () => (await import('../core/declaration/parse.js')).parseDeclaration,
-  storeChecks: async () => (await import('./store-checks.js')).storeChecks,
+  storeChecks: async () => (await import('./store/checks.js')).storeChecks,
   readConfig: async () => (await import('./config.js')).readConfig,
-  hostUpgrade: async () => (await import('./upgrade.js')).hostUpgrade,
+  hostUpgrade: async () => (await import('./upgrade/upgrade.js')).hostUpgrade,
 };
 const context = (root: string): HostContext => ({ root, exec: processRunner(process.env), now: () => new Date(), faults: faultsFrom(env.fault), load });
 
@@ -48,7 +48,7 @@ withRoot(program.command('run').description('the reconcile loop'))
   .option('--interval <duration>', 'time between passes', parseDuration, 60_000)
   .option('--heartbeat <duration>', 'send an unchanged report at least this often', parseDuration, 15 * 60_000)
   .action(async (o: { root: string; json?: boolean; once?: boolean; interval: number; heartbeat: number }) => {
-    const [{ run }, { printPass }, { createLogger }, { parseProbation }] = await Promise.all([import('./commands/run.js'), import('./output.js'), import('./log.js'), import('./upgrade.js')]);
+    const [{ run }, { printPass }, { createLogger }, { parseProbation }] = await Promise.all([import('./commands/run.js'), import('./output.js'), import('./log.js'), import('./upgrade/upgrade.js')]);
     const log = createLogger('mesh-host', env.logLevel);
     const stop = new AbortController();
     for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => stop.abort());

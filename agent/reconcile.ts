@@ -7,7 +7,7 @@
  *   when it moved. If the server cannot be reached the host is disconnected: it keeps
  *   reconciling the last declaration it fetched and keeps its report to send later. A server
  *   that refuses the host's credential (HTTP 401) has revoked it: the host stops and says so.
- * trust: before anything is read from the tip, check it (trust-gate.ts, trust.ts): signed by a
+ * trust: before anything is read from the tip, check it (trust/gate.ts, trust/check.ts): signed by a
  *   key the host trusts, and descending from the last commit it accepted. A refused tip is
  *   reported `untrusted` (with the commit and its signer), and the pass reconciles the last
  *   accepted commit instead, so drift is corrected but nothing of the refused commit is used.
@@ -35,7 +35,7 @@ import { loadDeclarationWith, nodeDir, type TreeReader } from '../core/declarati
 import { MeshError, messageOf } from '../core/errors.js';
 import type { Host } from './host.js';
 import { buildReport, recordReport, sameAsLast, sendReports, type ReportBody } from './report.js';
-import { credentialRefused, nothingApplied, sealed, trustStage } from './trust-gate.js';
+import { credentialRefused, nothingApplied, sealed, trustStage } from './trust/gate.js';
 
 export interface PassResult {
   report: Report;

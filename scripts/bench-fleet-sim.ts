@@ -14,7 +14,7 @@ import { openFleetRepo, type FleetRepo } from '../agent/fleet/git.js';
 import { fleetHttp, type FleetHttp, type Meter } from '../agent/fleet/http.js';
 import { buildReport, recordReport, sameAsLast, sendReports, type ReportBody } from '../agent/report.js';
 import { reportRef } from '../core/report/branch.js';
-import { openStore, type Store } from '../agent/store.js';
+import { openStore, type Store } from '../agent/store/store.js';
 import type { NodeKeys } from './bench-fleet-keys.js';
 
 export { nodeKeys, identityYaml, declarationYaml, type NodeKeys } from './bench-fleet-keys.js';

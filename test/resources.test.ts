@@ -19,7 +19,7 @@ import { passContext, type Loaders } from '../agent/resources/handler.js';
 import { plan } from '../core/plan.js';
 import { handlerFor } from '../agent/resources/index.js';
 import type { ServiceManager } from '../agent/resources/service.js';
-import { openStore } from '../agent/store.js';
+import { openStore } from '../agent/store/store.js';
 import type { Resource } from '../schema/declaration.js';
 import { hostCmd, newMachine, runProgram } from './helpers/fleet.js';
 import { snapshot } from './helpers/snapshot.js';

@@ -14,7 +14,7 @@ import { hostPaths } from '../paths.js';
 import { applyDeclaration } from '../apply-declaration.js';
 import type { ReportBody } from '../report.js';
 import { passContext, type HostContext } from '../resources/handler.js';
-import { Store } from '../store-core.js';
+import { Store } from '../store/core.js';
 
 /** Apply the declaration in folder `bundle` to the machine at `host.root`. */
 export async function applyBundle(bundle: string, host: HostContext): Promise<ReportBody> {

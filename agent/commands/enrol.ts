@@ -7,7 +7,7 @@
  * is applied. Only then does it write its config and delete the token file; a failed push
  * leaves the token file in place so that enrolment can simply be run again. The token's signer
  * keys become the host's trusted set, and the anchor it must never go back from is kept, or
- * recovered from the last report (enrol-trust.ts). It holds the root's lock throughout, from
+ * recovered from the last report (trust/enrol.ts). It holds the root's lock throughout, from
  * just after the token file is read: an enrolment refused because another mesh-host is working
  * on the root has changed nothing and used nothing, so the same token works once that host is done.
  */
@@ -25,15 +25,15 @@ import { MeshError } from '../../core/errors.js';
 import { fleetHttp } from '../fleet/http.js';
 import { openFleetRepo, type FleetRepo } from '../fleet/git.js';
 import { collectInventory } from '../inventory.js';
-import { enrolmentTrust, tokenRefused } from '../enrol-trust.js';
+import { enrolmentTrust, tokenRefused } from '../trust/enrol.js';
 import { acquireLock } from '../lock.js';
 import { hostPaths, type HostPaths } from '../paths.js';
 import { collectProfile } from '../profile.js';
 import { buildReport, recordReport, sendReports, sha256 } from '../report.js';
 import type { HostContext } from '../resources/handler.js';
 import { decodePrivateKey, generateKeyPair, publicKeyOf, sameKey, signSsh, sshPublicKey } from '../../core/sign/sshsig.js';
-import { openStore, type Store } from '../store.js';
-import { writeTrust } from '../trust-state.js';
+import { openStore, type Store } from '../store/store.js';
+import { writeTrust } from '../trust/state.js';
 import { reportRef, SIGNATURE_FILE, STATUS_FILE } from '../../core/report/branch.js';
 
 export interface EnrolResult {

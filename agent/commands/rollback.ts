@@ -11,8 +11,8 @@ import { acquireLock } from '../lock.js';
 import { hostPaths } from '../paths.js';
 import { queryInstalled } from '../resources/apt.js';
 import type { HostContext } from '../resources/handler.js';
-import { PROBATION_EXIT } from '../upgrade.js';
-import { hostPackageName, readUpgradeState, reinstallHost, updateUpgradeState } from '../upgrade-state.js';
+import { PROBATION_EXIT } from '../upgrade/upgrade.js';
+import { hostPackageName, readUpgradeState, reinstallHost, updateUpgradeState } from '../upgrade/state.js';
 
 export interface Rollback {
   rolledBack: boolean;

@@ -11,7 +11,7 @@ import { openHost, type Host } from '../host.js';
 import type { Logger } from '../log.js';
 import { reconcile, type PassResult } from '../reconcile.js';
 import type { HostContext } from '../resources/handler.js';
-import { watchUpgrade } from '../upgrade.js';
+import { watchUpgrade } from '../upgrade/upgrade.js';
 
 export interface RunOptions {
   once: boolean;
@@ -19,7 +19,7 @@ export interface RunOptions {
   heartbeatMs: number;
   /** Called after every pass (the CLI prints it). */
   onPass: (result: PassResult) => void;
-  /** How long a newly installed version may take to complete a pass (MESH_HOST_PROBATION, see upgrade.ts). */
+  /** How long a newly installed version may take to complete a pass (MESH_HOST_PROBATION, see upgrade/upgrade.ts). */
   probationMs: number;
 }
 
@@ -39,7 +39,7 @@ export async function run(ctx: HostContext, log: Logger, opts: RunOptions, signa
       last = await reconcile(host, { heartbeatMs: opts.heartbeatMs });
       failures = last.disconnected ? failures + 1 : 0;
       opts.onPass(last);
-      if (await upgrade.passed(last)) return last; // it installed a new version of itself: exit cleanly, the supervisor starts it (upgrade.ts)
+      if (await upgrade.passed(last)) return last; // it installed a new version of itself: exit cleanly, the supervisor starts it (upgrade/upgrade.ts)
     } catch (e) {
       if (opts.once) throw e;
       failures += 1;

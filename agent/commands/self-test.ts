@@ -8,7 +8,7 @@ import { loadDeclaration } from '../../core/declaration/load.js';
 import { openFleetRepo } from '../fleet/git.js';
 import { fleetHttp } from '../fleet/http.js';
 import { hostPaths } from '../paths.js';
-import { openStore } from '../store.js';
+import { openStore } from '../store/store.js';
 import { HOST_VERSION } from '../../core/version.js';
 
 export interface SelfTest {

@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import type { BriefingLine } from '../../schema/report.js';
 import { readConfig } from '../config.js';
 import { hostPaths } from '../paths.js';
-import { openStore, type Store } from '../store.js';
+import { openStore, type Store } from '../store/store.js';
 import { HOST_VERSION } from '../../core/version.js';
 
 export interface HostState {

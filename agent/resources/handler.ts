@@ -10,7 +10,7 @@ import type { OwnedRecord, ResourceResult } from '../../schema/report.js';
 import type { Observed } from '../../core/plan.js';
 import type { ParseDeclaration } from '../../core/declaration/declaration.js';
 import type { Faults } from '../fault.js';
-import type { StoreChecks } from '../store-checks.js';
+import type { StoreChecks } from '../store/checks.js';
 import type { HostConfig } from '../config.js';
 import type { HostPaths } from '../paths.js';
 
@@ -37,7 +37,7 @@ export interface Loaders {
   storeChecks(): Promise<StoreChecks>;
   /** The config reader and its schemas, needed by `apply --bundle` only on an enrolled machine. */
   readConfig(): Promise<(paths: HostPaths) => HostConfig | null>;
-  /** The host's self-upgrade hooks (upgrade.ts), needed only when a pass changes the host's own package. */
+  /** The host's self-upgrade hooks (upgrade/upgrade.ts), needed only when a pass changes the host's own package. */
   hostUpgrade(): Promise<HostUpgrade>;
 }
 
@@ -116,5 +116,5 @@ export interface Need {
   field: string;
 }
 
-/** The host's own package: refusing a version rejected here, and smoke-testing an installed one (upgrade.ts). */
+/** The host's own package: refusing a version rejected here, and smoke-testing an installed one (upgrade/upgrade.ts). */
 export type HostUpgrade = Required<Pick<Handler<PackageResource>, 'beforeChange' | 'afterChange'>>;

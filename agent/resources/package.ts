@@ -8,7 +8,7 @@
  * (when that version can still be had); a package the host installed is removed.
  *
  * The host's own package (ctx.hostPackage) is how the host upgrades itself: its change hooks
- * hand it to upgrade.ts, loaded only then, which refuses a version rejected on this machine and
+ * hand it to upgrade/upgrade.ts, loaded only then, which refuses a version rejected on this machine and
  * smoke-tests a newly installed one.
  */
 import type { PackageResource } from '../../schema/declaration.js';

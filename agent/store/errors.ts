@@ -1,5 +1,5 @@
 /** The two ways reading the store stops: it cannot be read (a person must act), or it must be validated first. */
-import { MeshError } from '../core/errors.js';
+import { MeshError } from '../../core/errors.js';
 
 /** Thrown instead of validating when no checks were given: the caller loads them and opens again. */
 export class ChecksNeeded extends Error {

@@ -11,13 +11,13 @@
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import * as z from 'zod';
-import { loadYamlOrThrow } from '../core/load.js';
-import { writeFileAtomic } from './atomic.js';
-import { readConfig } from './config.js';
-import { MeshError } from '../core/errors.js';
-import { underRoot, type HostPaths } from './paths.js';
-import { aptFailure, aptGet, installPackage, queryInstalled, refreshLists } from './resources/apt.js';
-import type { HostContext } from './resources/handler.js';
+import { loadYamlOrThrow } from '../../core/load.js';
+import { writeFileAtomic } from '../atomic.js';
+import { readConfig } from '../config.js';
+import { MeshError } from '../../core/errors.js';
+import { underRoot, type HostPaths } from '../paths.js';
+import { aptFailure, aptGet, installPackage, queryInstalled, refreshLists } from '../resources/apt.js';
+import type { HostContext } from '../resources/handler.js';
 
 const Stamp = z.strictObject({ version: z.string(), at: z.string() });
 const UpgradeState = z.strictObject({

@@ -14,7 +14,7 @@
  *
  * Rollback, and why this design: a new version is only trusted after it completed a pass whose
  * report reached the fleet; then it marks itself the last good version and keeps its own bundle
- * and .deb (upgrade-state.ts). A version that passed the smoke run but cannot stay up is caught
+ * and .deb (upgrade/state.ts). A version that passed the smoke run but cannot stay up is caught
  * by the service manager, not by its own code, because broken code cannot be relied on to notice:
  * a crash loop hits the unit's start limit, and a hang (no pass completed within the probation,
  * MESH_HOST_PROBATION, default 15m) exits PROBATION_EXIT, which the unit does not restart. The
@@ -25,16 +25,16 @@
  * the probation: a fleet outage during an upgrade is not a reason to roll back.
  */
 import { existsSync } from 'node:fs';
-import { MeshError, messageOf } from '../core/errors.js';
-import type { Logger } from './log.js';
-import { hostPaths, underRoot } from './paths.js';
-import { queryInstalled, removePackage, type Installed } from './resources/apt.js';
-import type { HostContext, HostUpgrade, ResourceContext } from './resources/handler.js';
-import { BUNDLE, hostPackageName, keepLastGood, readUpgradeState, reinstallHost, updateUpgradeState } from './upgrade-state.js';
-import { HOST_VERSION } from '../core/version.js';
-import type { PackageResource } from '../schema/declaration.js';
-import type { ResourceResult } from '../schema/report.js';
-import type { Observed } from '../core/plan.js';
+import { MeshError, messageOf } from '../../core/errors.js';
+import type { Logger } from '../log.js';
+import { hostPaths, underRoot } from '../paths.js';
+import { queryInstalled, removePackage, type Installed } from '../resources/apt.js';
+import type { HostContext, HostUpgrade, ResourceContext } from '../resources/handler.js';
+import { BUNDLE, hostPackageName, keepLastGood, readUpgradeState, reinstallHost, updateUpgradeState } from './state.js';
+import { HOST_VERSION } from '../../core/version.js';
+import type { PackageResource } from '../../schema/declaration.js';
+import type { ResourceResult } from '../../schema/report.js';
+import type { Observed } from '../../core/plan.js';
 
 /** Exit status of a new version that completed no pass within its probation; the unit's RestartPreventExitStatus. */
 export const PROBATION_EXIT = 69;

@@ -3,14 +3,14 @@
  * atomically. Beside it, store.json.sum holds the sha256 of the bytes last written: a snapshot
  * that still has exactly those bytes is not validated again (that is a tenth of a pass that
  * changes nothing), while any other snapshot, edited or damaged, is validated in full by the
- * schemas in store-checks.ts.
+ * schemas in store/checks.ts.
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { writeFileAtomic } from './atomic.js';
-import type { Faults } from './fault.js';
-import type { StoreChecks, StoreData } from './store-checks.js';
-import { ChecksNeeded, corrupt } from './store-errors.js';
+import { writeFileAtomic } from '../atomic.js';
+import type { Faults } from '../fault.js';
+import type { StoreChecks, StoreData } from './checks.js';
+import { ChecksNeeded, corrupt } from './errors.js';
 
 export type { StoreData };
 

@@ -4,8 +4,8 @@
  * that exists but cannot be read stops the host rather than letting it start from empty and
  * forget what it owns.
  *
- * On disk it is a snapshot, store.json (store-snapshot.ts, rewritten atomically by `save`),
- * and a journal, store.json.journal (store-journal.ts): one JSON line per record put or dropped
+ * On disk it is a snapshot, store.json (store/snapshot.ts, rewritten atomically by `save`),
+ * and a journal, store.json.journal (store/journal.ts): one JSON line per record put or dropped
  * since that snapshot, so that recording a resource costs one short append instead of
  * rewriting every record. Intents (`intend`, all of a pass's at once) and drops are fsynced
  * before they return, because the change after an intent must never be an orphan. A verified record is appended without
@@ -13,12 +13,12 @@
  * pass reads the resource back and verifies it again. Each journal line names the snapshot it
  * follows (`epoch`), so lines already folded into a newer snapshot are never applied twice.
  */
-import type { OwnedRecord } from '../schema/report.js';
-import { crashNow, noFaults, type Faults } from './fault.js';
-import type { StoreChecks } from './store-checks.js';
-import { ChecksNeeded } from './store-errors.js';
-import { Journal, type Entry } from './store-journal.js';
-import { emptyStore, readSnapshot, writeSnapshot, type StoreData } from './store-snapshot.js';
+import type { OwnedRecord } from '../../schema/report.js';
+import { crashNow, noFaults, type Faults } from '../fault.js';
+import type { StoreChecks } from './checks.js';
+import { ChecksNeeded } from './errors.js';
+import { Journal, type Entry } from './journal.js';
+import { emptyStore, readSnapshot, writeSnapshot, type StoreData } from './snapshot.js';
 
 export { emptyStore, type StoreData };
 
@@ -41,7 +41,7 @@ export class Store {
   /**
    * Open the store at `path`; a missing file is a fresh store, an unreadable one is an error a
    * person must look at. Whatever is not exactly as this host last wrote it is validated with
-   * `checks`; with none, it throws ChecksNeeded instead (store.ts opens with the checks).
+   * `checks`; with none, it throws ChecksNeeded instead (store/store.ts opens with the checks).
    */
   static open(path: string, checks: StoreChecks | null, faults: Faults = noFaults): Store {
     const snapshot = readSnapshot(path, checks);
