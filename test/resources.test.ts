@@ -30,12 +30,21 @@ let hostBefore: string[];
 beforeAll(() => void (hostBefore = hashes()));
 afterAll(() => expect(hashes(), 'the machine running the tests must keep its own accounts').toEqual(hostBefore));
 
+/** Every temporary folder a test made, removed when the file is done. */
+const made: string[] = [];
+afterAll(() => made.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
+const tempDir = (prefix: string) => {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  made.push(dir);
+  return dir;
+};
+
 /**
  * A simulated machine with a minimal account database written from scratch (not the host's):
  * root, the users group, and `ops` (uid 1001), a user that was there before mesh.
  */
 function machine(): string {
-  const root = newMachine(mkdtempSync(join(tmpdir(), 'mesh-res-')));
+  const root = newMachine(tempDir('mesh-res-'));
   const etc = (name: string, text: string, mode = 0o644) => writeFileSync(join(root, 'etc', name), text, { mode });
   etc('passwd', 'root:x:0:0:root:/root:/bin/sh\nops:x:1001:1001::/home/ops:/bin/sh\n');
   etc('group', 'root:x:0:\nusers:x:100:\nops:x:1001:\n');
@@ -211,7 +220,7 @@ describe('symlink', () => {
 
   it('is never written through a symlinked folder', async () => {
     const root = machine();
-    const outside = mkdtempSync(join(tmpdir(), 'mesh-outside-'));
+    const outside = tempDir('mesh-outside-');
     symlinkSync(outside, join(root, 'etc/escape'));
     const { code, body } = await apply(root, link('/srv/app').replace('/etc/app', '/etc/escape/app'));
     expect(code).toBe(1);
