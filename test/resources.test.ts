@@ -73,6 +73,7 @@ async function apply(root: string, resources: string, files: Record<string, stri
   const bundle = join(root, '..', `${root.split('/').pop()}-bundle`);
   rmSync(bundle, { recursive: true, force: true });
   mkdirSync(bundle);
+  if (!made.includes(bundle)) made.push(bundle);
   writeFileSync(join(bundle, 'base.yaml'), resources ? `resources:\n${resources}` : 'resources: []\n');
   for (const [name, text] of Object.entries(files)) writeFileSync(join(bundle, name), text);
   const run = await hostCmd(root, 'apply', '--bundle', bundle, '--json');
