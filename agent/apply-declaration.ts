@@ -5,16 +5,16 @@
  */
 import type { ResourceResult } from '../schema/report.js';
 import { applyPlan, observe } from './apply.js';
-import { loadDeclaration, type TreeReader } from '../core/declaration/load.js';
-import type { Host } from './host.js';
+import { loadDeclarationWith, type TreeReader } from '../core/declaration/declaration.js';
 import { plan, type Step } from '../core/plan.js';
 import type { ReportBody } from './report.js';
 import { handlerFor } from './resources/index.js';
-import type { Store } from './store.js';
+import type { ResourceContext } from './resources/handler.js';
+import type { Store } from './store/core.js';
 
 /** load → observe → plan → apply against `tree`; the result becomes the body of the report. */
-export async function applyDeclaration(host: { config: { node: string }; store: Host['store']; ctx: Host['ctx'] }, tree: TreeReader, commit: string | null): Promise<ReportBody> {
-  const loaded = await loadDeclaration(tree, host.config.node);
+export async function applyDeclaration(host: { config: { node: string }; store: Store; ctx: ResourceContext }, tree: TreeReader, commit: string | null): Promise<ReportBody> {
+  const loaded = await loadDeclarationWith(tree, host.config.node, host.ctx.load.parser);
   if (!loaded.ok) {
     const errors = loaded.problems.map((p) => ({ code: 'E_INVALID', ...p }));
     return { kind: 'reconcile', commit, digest: null, outcome: 'failed', errors, resources: [] };

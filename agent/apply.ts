@@ -4,29 +4,21 @@
  * change the machine, read the resource back, and record it as verified only when the
  * read-back matches. Removals restore what was there before the host took a resource over.
  * A part the host cannot check here (a service's running state without a running systemd)
- * makes the line `unverified` with the reason, never a success.
+ * makes the line `unverified` with the reason, never a success. The engine knows no resource
+ * type by name: what a type adds (its needs, its change hooks, what it cannot verify, what it
+ * watches) it says through its handler (resources/handler.ts).
  */
 import type { Resource } from '../schema/declaration.js';
 import { resourceId } from '../schema/resource-id.js';
 import type { OwnedRecord, ResourceResult } from '../schema/report.js';
 import { syncDeferredDirs } from './atomic.js';
 import { messageOf } from '../core/errors.js';
-import { crashNow, faultDue } from './fault.js';
+import { crashNow } from './fault.js';
 import type { Step } from '../core/plan.js';
 import { dependencyOrder, preflight, type PreflightProblem } from './preflight.js';
-import type { Handler, Observed, Prior, ResourceContext } from './resources/handler.js';
+import type { Observed, Prior, ResourceContext } from './resources/handler.js';
 import { handlerFor, handlerForType } from './resources/index.js';
-import type { Store } from './store.js';
-
-/** What a handler may offer beyond the Handler seam; the engine uses each part when it is there. */
-export interface HandlerExtras<R extends Resource = Resource> {
-  /** Why part of `r` cannot be verified on this machine; the line is then `unverified` with this reason. */
-  unverifiable?(r: R, ctx: ResourceContext): string | undefined;
-  /** Machine paths whose change earlier in this pass calls for `refresh` (a service's restartOn). */
-  watches?(r: R): string[];
-  /** React to changed watched paths (restart a service): what was done, and why it is unverified when it could not be checked. */
-  refresh?(r: R, ctx: ResourceContext, changed: string[]): Promise<{ change: string; unverified?: string }>;
-}
+import type { Store } from './store/core.js';
 
 /** Read the current state of every declared resource. A read that fails is recorded as the error it is. */
 export async function observe(desired: Resource[], ctx: ResourceContext): Promise<{ observed: Map<string, Observed>; errors: Map<string, string> }> {
@@ -55,7 +47,6 @@ export async function applyPlan(steps: Step[], observed: Map<string, Observed>, 
       let line: ResourceResult;
       try {
         line = await applyStep(step, observed.get(step.id) ?? null, priors.get(step.id), store, ctx);
-        if (isPackageChange(step)) line = await (await import('./upgrade.js')).smokeTestHost(step, line, observed.get(step.id) ?? null, ctx);
         if (step.action !== 'remove') line = await settle(step.resource, line, changedPaths, ctx);
       } catch (e) {
         line = { id: step.id, result: 'failed', ...(step.action === 'change' ? { changes: step.changes } : {}), error: messageOf(e) };
@@ -64,7 +55,7 @@ export async function applyPlan(steps: Step[], observed: Map<string, Observed>, 
       results.push(line);
     }
   } finally {
-    syncDeferredDirs(); // the renames of this pass's file writes, one fsync per directory (see file.ts)
+    syncDeferredDirs(ctx.pass.dirsToSync); // the renames of this pass's file writes, one fsync per directory (see file.ts)
   }
   return results;
 }
@@ -77,7 +68,8 @@ export async function applyPlan(steps: Step[], observed: Map<string, Observed>, 
  * knows it owns each of them. Resources adopted as they are (already as declared) are recorded
  * as verified in the same write, so that the store keeps the declared order (removals undo it
  * in reverse). A step whose record cannot be made (a file too large to keep a copy of, a
- * refused host version) gets the error instead and changes nothing.
+ * change its handler's `beforeChange` refuses, as a rejected host version) gets the error
+ * instead and changes nothing.
  */
 async function recordIntents(steps: Step[], observed: Map<string, Observed>, store: Store, ctx: ResourceContext): Promise<Map<string, Prior | Error>> {
   const priors = new Map<string, Prior | Error>();
@@ -85,9 +77,9 @@ async function recordIntents(steps: Step[], observed: Map<string, Observed>, sto
   for (const step of steps) {
     if (step.action === 'remove' || (step.action === 'keep' && !step.adopt)) continue;
     try {
-      // The host's own package (upgrade.ts) can only be a package step; other passes never load that code.
-      if (isPackageChange(step)) (await import('./upgrade.js')).refuseRejectedHost(step, ctx);
-      const prior = store.owned(step.id)?.prior ?? (await handlerFor(step.resource).prior(step.resource, observed.get(step.id) ?? null, ctx));
+      const handler = handlerFor(step.resource);
+      if (step.action === 'change') await handler.beforeChange?.(step.resource, ctx);
+      const prior = store.owned(step.id)?.prior ?? (await handler.prior(step.resource, observed.get(step.id) ?? null, ctx));
       priors.set(step.id, prior);
       records.push(ownedRecord(step.resource, prior, step.action === 'change' ? 'intent' : 'verified', ctx));
     } catch (e) {
@@ -97,8 +89,6 @@ async function recordIntents(steps: Step[], observed: Map<string, Observed>, sto
   store.intend(records);
   return priors;
 }
-
-const isPackageChange = (step: Step) => step.action === 'change' && step.resource.type === 'package';
 
 /** A declaration that fails pre-flight changes nothing: its problems fail their lines and every other line is skipped. */
 function refuse(steps: Step[], problems: PreflightProblem[]): ResourceResult[] {
@@ -120,22 +110,23 @@ async function applyStep(step: Step, now: Observed, prior: Prior | Error | undef
   if (step.action === 'keep' && !step.adopt) return { id: step.id, result: 'unchanged' };
   if (prior === undefined || prior instanceof Error) throw prior ?? new Error(`nothing was recorded for ${step.id}`);
   if (step.action === 'keep') {
-    if (faultDue('after-change')) crashNow(); // adopted: recorded as verified with the intents (recordIntents)
+    if (ctx.faults.due('after-change')) crashNow(); // adopted: recorded as verified with the intents (recordIntents)
     return { id: step.id, result: 'unchanged' };
   }
-  if (faultDue('after-intent')) crashNow(); // its intent is durable (recordIntents); the change is not made yet
+  if (ctx.faults.due('after-intent')) crashNow(); // its intent is durable (recordIntents); the change is not made yet
   await handler.apply(step.resource, now, ctx);
   const after = await handler.read(step.resource, ctx);
   const left = handler.diff(step.resource, after);
   if (left.length > 0) return { id: step.id, result: 'failed', changes: step.changes, error: `read back after the change still differs: ${left.join('; ')}` };
   store.put(ownedRecord(step.resource, prior, 'verified', ctx));
-  return { id: step.id, result: step.create ? 'created' : 'updated', changes: step.changes, ...(step.drift ? { drift: true } : {}) };
+  const line: ResourceResult = { id: step.id, result: step.create ? 'created' : 'updated', changes: step.changes, ...(step.drift ? { drift: true } : {}) };
+  return handler.afterChange ? handler.afterChange(step.resource, line, now, ctx) : line;
 }
 
 /** After a declared resource's own step: refresh it when a path it watches changed, and mark what cannot be verified here. */
 async function settle(resource: Resource, line: ResourceResult, changedPaths: Set<string>, ctx: ResourceContext): Promise<ResourceResult> {
   if (line.result === 'failed') return line;
-  const handler = handlerFor(resource) as Handler & HandlerExtras;
+  const handler = handlerFor(resource);
   if (!handler.unverifiable && !handler.watches) return line; // files, directories and most types: nothing more to do
   const changes = [...(line.changes ?? [])];
   const reasons: string[] = [];

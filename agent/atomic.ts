@@ -6,18 +6,16 @@
  */
 import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { crashNow, faultDue } from './fault.js';
-
-/** Directories holding renames made with `deferDirSync`, made durable by syncDeferredDirs. */
-const deferred = new Set<string>();
+import { crashNow, type Faults } from './fault.js';
 
 /**
  * Replace `path` with `data` so that a crash leaves either the old or the new file, never a torn
- * one. With `deferDirSync`, the rename is made durable later, by syncDeferredDirs (once per
- * directory), instead of now: for resource writes, where a lost rename is only drift that the
- * next pass reads back and repairs (see file.ts).
+ * one. With `deferDirSync` (the pass's set of such folders), the rename is made durable later,
+ * by syncDeferredDirs (once per directory), instead of now: for resource writes, where a lost
+ * rename is only drift that the next pass reads back and repairs (see file.ts). `faults` is
+ * the crash test's `mid-write` point.
  */
-export function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o644, opts: { deferDirSync?: boolean } = {}): void {
+export function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o644, opts: { deferDirSync?: Set<string>; faults?: Faults } = {}): void {
   const dir = dirname(path);
   mkdirSync(dir, { recursive: true });
   const tmp = join(dir, `.${basename(path)}.mesh-tmp`);
@@ -28,7 +26,7 @@ export function writeFileAtomic(path: string, data: string | Uint8Array, mode = 
   }
   const fd = openSync(tmp, 'wx', mode);
   try {
-    if (faultDue('mid-write')) {
+    if (opts.faults?.due('mid-write')) {
       const bytes = typeof data === 'string' ? Buffer.from(data) : data;
       writeSync(fd, bytes, 0, Math.floor(bytes.length / 2));
       fsyncSync(fd);
@@ -40,12 +38,12 @@ export function writeFileAtomic(path: string, data: string | Uint8Array, mode = 
     closeSync(fd);
   }
   renameSync(tmp, path);
-  if (opts.deferDirSync) deferred.add(dir);
+  if (opts.deferDirSync) opts.deferDirSync.add(dir);
   else fsyncDir(dir);
 }
 
-/** Make every deferred rename durable: one fsync per directory, however many files changed in it. */
-export function syncDeferredDirs(): void {
+/** Make every deferred rename in `deferred` durable: one fsync per directory, however many files changed in it. */
+export function syncDeferredDirs(deferred: Set<string>): void {
   for (const dir of deferred) {
     try {
       fsyncDir(dir);

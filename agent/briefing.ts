@@ -11,7 +11,7 @@ import type { NodeIdentity } from '../schema/fleet.js';
 import type { BriefingLine, Report } from '../schema/report.js';
 import { messageOf } from '../core/errors.js';
 import { hasPackageManager } from './profile.js';
-import type { Store } from './store.js';
+import type { Store } from './store/store.js';
 import { verifyReport } from '../core/report/verify.js';
 
 /** Largest difference from the git server's clock that a node may have. */

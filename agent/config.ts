@@ -25,7 +25,7 @@ export const HostConfig = z.strictObject({
   enrolledAt: z.string(),
   /** The briefing lines that failed at enrolment; any makes the node ineligible (it applies only an empty declaration). */
   ineligible: z.array(BriefingLine).default([]),
-  /** The host's own Debian package, which it smoke-tests and restarts into when a pass installs it (default mesh-host; see upgrade.ts). */
+  /** The host's own Debian package, which it smoke-tests and restarts into when a pass installs it (default mesh-host; see upgrade/upgrade.ts). */
   hostPackage: z.string().optional(),
 });
 export type HostConfig = z.infer<typeof HostConfig>;

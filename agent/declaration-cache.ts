@@ -9,7 +9,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import type { Declaration, TreeReader } from '../core/declaration/load.js';
+import type { Declaration, TreeReader } from '../core/declaration/declaration.js';
 import { HOST_VERSION } from '../core/version.js';
 
 interface Answer {
@@ -27,6 +27,7 @@ interface CacheFile {
 
 /** `tree`, with a cache of the declaration loaded from it kept in the file `path`. */
 export function withDeclarationCache(tree: TreeReader, path: string): TreeReader {
+  const build = buildId();
   let answers: Answer[] | null = null; // what the folder answers after a miss, for remember()
   const note = <T>(op: Answer['op'], p: string, value: T): T => {
     answers?.push({ op, path: p, hash: hashOf(value) });
@@ -37,13 +38,13 @@ export function withDeclarationCache(tree: TreeReader, path: string): TreeReader
     read: async (p) => note('read', p, await tree.read(p)),
     async cached(node) {
       const file = readCache(path);
-      if (file && file.build === buildId() && file.node === node && (await sameAnswers(tree, file.answers))) return file.declaration;
+      if (file && file.build === build && file.node === node && (await sameAnswers(tree, file.answers))) return file.declaration;
       answers = [];
       return null;
     },
     remember(declaration) {
       if (answers === null) return;
-      const file: CacheFile = { build: buildId(), node: declaration.node, answers, declaration };
+      const file: CacheFile = { build, node: declaration.node, answers, declaration };
       answers = null;
       try {
         writeFileSync(`${path}.tmp`, JSON.stringify(file));
@@ -76,18 +77,12 @@ function hashOf(value: unknown): string {
   return createHash('sha256').update(JSON.stringify(value)).digest('base64');
 }
 
-let build: string | undefined;
 /** This host's version and the identity of the file it runs from: a rebuilt host never trusts an older cache. */
 function buildId(): string {
-  if (build === undefined) {
-    let file = '';
-    try {
-      const st = statSync(fileURLToPath(import.meta.url));
-      file = `${st.size}:${st.mtimeMs}:${st.ino}`;
-    } catch {
-      file = String(Math.random()); // unknown: never match
-    }
-    build = `${HOST_VERSION}:${file}`;
+  try {
+    const st = statSync(fileURLToPath(import.meta.url));
+    return `${HOST_VERSION}:${st.size}:${st.mtimeMs}:${st.ino}`;
+  } catch {
+    return `${HOST_VERSION}:${Math.random()}`; // unknown: never match
   }
-  return build;
 }

@@ -1,24 +1,36 @@
 /**
  * Test-only fault injection, so the crash test can kill the host at exact points. With
- * MESH_FAULT="<point>:<n>" the host SIGKILLs itself the n-th time it passes <point>:
+ * MESH_FAULT="<point>:<n>" (read by main.ts) the host SIGKILLs itself the n-th time it passes <point>:
  *
  *   after-intent  an intent is durable in the store, before the change it announces
  *   after-change  a changed resource was read back and recorded as verified
  *   after-drop    a removal was recorded
  *   mid-write     half of a file's new content is written (and fsynced) to its temporary file
  *
- * Without the variable (always, outside tests) every call returns false and does nothing else.
+ * Without the variable (always, outside tests) `due` returns false and does nothing else.
  */
 export type FaultPoint = 'after-intent' | 'after-change' | 'after-drop' | 'mid-write';
 
-const spec = /^(after-intent|after-change|after-drop|mid-write):(\d+)$/.exec(process.env.MESH_FAULT ?? '');
-let passes = 0;
+export interface Faults {
+  /** True exactly when this is the n-th pass through `point` that the spec names. */
+  due(point: FaultPoint): boolean;
+}
 
-/** True exactly when this is the n-th pass through `point` that MESH_FAULT names. */
-export function faultDue(point: FaultPoint): boolean {
-  if (!spec || spec[1] !== point) return false;
-  passes += 1;
-  return passes === Number(spec[2]);
+/** No faults: production, and every caller that is not handed any. */
+export const noFaults: Faults = { due: () => false };
+
+/** The faults `spec` ("<point>:<n>", MESH_FAULT) asks for; anything else asks for none. */
+export function faultsFrom(spec: string | undefined): Faults {
+  const m = /^(after-intent|after-change|after-drop|mid-write):(\d+)$/.exec(spec ?? '');
+  if (!m) return noFaults;
+  let passes = 0;
+  return {
+    due(point) {
+      if (m[1] !== point) return false;
+      passes += 1;
+      return passes === Number(m[2]);
+    },
+  };
 }
 
 /** Die at once, as `kill -9` would take the host: no exit handlers, no cleanup. */

@@ -2,19 +2,18 @@
  * A host assembled from its root: config, node key, store and fleet repo. Only the
  * command entry points call `openHost`; everything below them receives these objects.
  * Opening a host takes the root's lock (one host process per root, see lock.ts) and starts
- * a new pass for the per-pass caches. The git client is imported here when a host is opened,
- * not at start-up, so that a command that never opens one (`apply --bundle`) need not load it.
+ * a new pass: its context carries new per-pass caches and the host's own package name.
  */
 import type { KeyObject } from 'node:crypto';
 import { MeshError } from '../core/errors.js';
 import { readConfig, readCredential, readNodeKey, type HostConfig } from './config.js';
-import type { FleetRepo } from './fleet/git.js';
+import { openFleetRepo, type FleetRepo } from './fleet/git.js';
+import { fleetHttp } from './fleet/http.js';
 import { acquireLock } from './lock.js';
 import type { Logger } from './log.js';
 import { hostPaths, type HostPaths } from './paths.js';
-import type { ResourceContext } from './resources/handler.js';
-import { startPass } from './resources/node.js';
-import { Store } from './store.js';
+import { passContext, type HostContext, type ResourceContext } from './resources/handler.js';
+import { openStore, type Store } from './store/store.js';
 
 export interface Host {
   paths: HostPaths;
@@ -26,9 +25,9 @@ export interface Host {
   log: Logger;
 }
 
-/** Open the enrolled host at `ctx.root`; a machine that has not enrolled gets an error saying how to enrol. */
-export async function openHost(ctx: ResourceContext, log: Logger): Promise<Host> {
-  const paths = hostPaths(ctx.root);
+/** Open the enrolled host at `host.root` for one pass; a machine that has not enrolled gets an error saying how to enrol. */
+export async function openHost(host: HostContext, log: Logger): Promise<Host> {
+  const paths = hostPaths(host.root);
   const config = readConfig(paths);
   if (!config) {
     throw new MeshError('E_NOT_ENROLLED', `this machine (root ${paths.root}) is not enrolled: run 'mesh-host enrol --token-file FILE' with a token from 'mesh-cli token issue NODE'`, {
@@ -36,9 +35,8 @@ export async function openHost(ctx: ResourceContext, log: Logger): Promise<Host>
     });
   }
   acquireLock(paths);
-  startPass();
-  const store = Store.open(paths.store);
-  const [{ openFleetRepo }, { fleetHttp }] = await Promise.all([import('./fleet/git.js'), import('./fleet/http.js')]);
+  const ctx = passContext(host, config.hostPackage ?? 'mesh-host');
+  const store = openStore(paths.store, ctx.faults);
   const repo = await openFleetRepo(paths.gitdir, config.url, fleetHttp({ credential: readCredential(paths) }));
   return { paths, config, key: readNodeKey(paths), store, repo, ctx, log };
 }

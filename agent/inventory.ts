@@ -8,6 +8,7 @@ import { resourceId, type Resource } from '../schema/declaration.js';
 import type { Inventory } from '../schema/report.js';
 import { messageOf } from '../core/errors.js';
 import { underRoot } from './paths.js';
+import { newPass } from './resources/handler.js';
 import { readNode } from './resources/node.js';
 
 /** Installed packages, enabled services, and which paths of `declared` already exist on the machine at `root`. */
@@ -42,10 +43,11 @@ export function enabledServices(root: string): string[] {
 /** The declared paths that already exist, with what they are (file, directory, symlink). */
 function existingPaths(root: string, declared: Resource[]): Inventory['declaredPaths'] {
   const found: Inventory['declaredPaths'] = [];
+  const scope = { root, pass: newPass() };
   for (const r of declared) {
     if (!('path' in r)) continue;
     try {
-      const node = readNode(root, r.path, false);
+      const node = readNode(scope, r.path, false);
       if (node) found.push({ id: resourceId(r), kind: node.kind });
     } catch (e) {
       found.push({ id: resourceId(r), kind: `unreadable: ${messageOf(e)}` });

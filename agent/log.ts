@@ -3,7 +3,7 @@ import pino, { type Logger } from 'pino';
 
 export type { Logger };
 
-/** The process logger; MESH_LOG_LEVEL sets the level (default info). */
-export function createLogger(name: string): Logger {
-  return pino({ name, level: process.env.MESH_LOG_LEVEL ?? 'info', base: undefined }, pino.destination({ fd: 2, sync: true }));
+/** The process logger at `level` (main.ts reads MESH_LOG_LEVEL; default info). */
+export function createLogger(name: string, level = 'info'): Logger {
+  return pino({ name, level, base: undefined }, pino.destination({ fd: 2, sync: true }));
 }

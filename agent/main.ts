@@ -1,19 +1,33 @@
 #!/usr/bin/env node
 /**
  * mesh-host: the agent on each machine. This is the composition root: the only place that
- * builds the real clock, process runner and logger, and the one place errors become exit
- * codes and messages (a stack trace is for bugs, not for bad input).
+ * builds the real clock, process runner and logger, reads the environment, and loads code
+ * lazily; and the one place errors become exit codes and messages (a stack trace is for bugs,
+ * not for bad input).
  */
 import { Command } from 'commander';
 import { parseDuration } from '../core/duration.js';
 import { exitWith, throwUsageErrors } from '../core/exit.js';
-import { realExec } from './exec.js';
-import type { ResourceContext } from './resources/handler.js';
+import { processRunner } from './exec.js';
+import { faultsFrom } from './fault.js';
+import type { HostContext, Loaders } from './resources/handler.js';
 import { HOST_VERSION } from '../core/version.js';
+
+// The environment, read once: the crash test's faults, the log level, the upgrade probation.
+const env = { fault: process.env.MESH_FAULT, logLevel: process.env.MESH_LOG_LEVEL ?? 'info', probation: process.env.MESH_HOST_PROBATION };
 
 // Each command is imported when it runs: a process starts often (every `apply`, every upgrade's
 // smoke run) and loading git, the logger and the report code it does not use is most of its start.
-const context = (root: string): ResourceContext => ({ root, exec: realExec, now: () => new Date() });
+// For the same reason the code a pass may not need is handed down as loaders: the YAML parser and
+// schemas (not needed when a cached declaration answers), the store's and config's schemas, and
+// the host's self-upgrade (needed only when a pass changes the host's own package).
+const load: Loaders = {
+  parser: async () => (await import('../core/declaration/parse.js')).parseDeclaration,
+  storeChecks: async () => (await import('./store/checks.js')).storeChecks,
+  readConfig: async () => (await import('./config.js')).readConfig,
+  hostUpgrade: async () => (await import('./upgrade/upgrade.js')).hostUpgrade,
+};
+const context = (root: string): HostContext => ({ root, exec: processRunner(process.env), now: () => new Date(), faults: faultsFrom(env.fault), load });
 
 const program = new Command('mesh-host')
   .description('the mesh agent: applies this machine\'s declaration from the fleet repo and reports back')
@@ -34,11 +48,11 @@ withRoot(program.command('run').description('the reconcile loop'))
   .option('--interval <duration>', 'time between passes', parseDuration, 60_000)
   .option('--heartbeat <duration>', 'send an unchanged report at least this often', parseDuration, 15 * 60_000)
   .action(async (o: { root: string; json?: boolean; once?: boolean; interval: number; heartbeat: number }) => {
-    const [{ run }, { printPass }, { createLogger }] = await Promise.all([import('./commands/run.js'), import('./output.js'), import('./log.js')]);
-    const log = createLogger('mesh-host');
+    const [{ run }, { printPass }, { createLogger }, { parseProbation }] = await Promise.all([import('./commands/run.js'), import('./output.js'), import('./log.js'), import('./upgrade/upgrade.js')]);
+    const log = createLogger('mesh-host', env.logLevel);
     const stop = new AbortController();
     for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => stop.abort());
-    const last = await run(context(o.root), log, { once: Boolean(o.once), intervalMs: o.interval, heartbeatMs: o.heartbeat, onPass: (p) => printPass(p, Boolean(o.json)) }, stop.signal);
+    const last = await run(context(o.root), log, { once: Boolean(o.once), intervalMs: o.interval, heartbeatMs: o.heartbeat, onPass: (p) => printPass(p, Boolean(o.json)), probationMs: parseProbation(env.probation) }, stop.signal);
     if (o.once && last && (last.report.outcome === 'failed' || last.report.outcome === 'untrusted' || !last.sent || last.disconnected)) process.exitCode = 1;
   });
 
@@ -53,7 +67,7 @@ withRoot(program.command('apply').description('one pass from a local folder of d
 
 withRoot(program.command('state').description('lifecycle state, identity, last applied commit, owned resources')).action(async (o: { root: string; json?: boolean }) => {
   const [{ describeState }, { printState }] = await Promise.all([import('./commands/state.js'), import('./output.js')]);
-  printState(await describeState(o.root), Boolean(o.json));
+  printState(await describeState(o.root, async () => (await import('./last-report.js')).failedInLastReport), Boolean(o.json));
 });
 
 withRoot(program.command('self-test').description('the smoke run made before a new host binary takes over')).action(async (o: { root: string; json?: boolean }) => {

@@ -3,12 +3,15 @@
  * changes, so that bad input applies nothing. A file owned by a user nobody declares, or two
  * resources that would land on the same place, fail the pass with every problem named by its
  * resource. It also orders the pass: a resource's dependencies go first, like Puppet's autorequire.
+ * What a resource needs (the accounts it names, the files it watches) its handler says (`needs`).
  */
 import { dirname, join, posix } from 'node:path';
 import type { Resource } from '../schema/declaration.js';
 import { resourceId } from '../schema/resource-id.js';
 import type { Step } from '../core/plan.js';
 import { readGroup, readPasswd } from './resources/accounts.js';
+import type { Need } from './resources/handler.js';
+import { handlerFor } from './resources/index.js';
 
 export interface PreflightProblem {
   id: string;
@@ -46,12 +49,11 @@ function accountProblems(declared: Resource[], steps: Step[], root: string): Pre
     problems.push({ id: resourceId(r), message });
   };
   for (const r of declared) {
-    if ('ensure' in r && r.ensure === 'absent') continue;
-    if (r.type === 'file' || r.type === 'directory') {
-      check(r, 'owner', 'user', r.owner);
-      check(r, 'group', 'group', r.group);
+    if (absent(r)) continue;
+    for (const need of needs(r)) {
+      const kind = need.id.slice(0, need.id.indexOf(':'));
+      if (kind === 'user' || kind === 'group') check(r, need.field, kind, need.id.slice(kind.length + 1));
     }
-    if (r.type === 'user') for (const g of [r.group, ...(r.groups ?? [])]) check(r, g === r.group ? 'group' : 'groups', 'group', g);
   }
   return problems;
 }
@@ -107,7 +109,7 @@ export function dependencyOrder(steps: Step[]): Step[] {
   const place = (s: Step) => {
     if (placed.has(s.id)) return;
     placed.add(s.id);
-    if (s.action !== 'remove' && !absent(s.resource)) for (const dep of needs(s.resource)) if (byId.has(dep)) place(byId.get(dep)!);
+    if (s.action !== 'remove' && !absent(s.resource)) for (const { id } of needs(s.resource)) if (byId.has(id)) place(byId.get(id)!);
     out.push(s);
   };
   steps.filter((s) => s.action !== 'remove').forEach(place);
@@ -116,9 +118,11 @@ export function dependencyOrder(steps: Step[]): Step[] {
 
 const absent = (r: Resource) => 'ensure' in r && r.ensure === 'absent';
 
-function needs(r: Resource): string[] {
-  if (r.type === 'file' || r.type === 'directory') return [...(r.owner ? [`user:${r.owner}`] : []), ...(r.group ? [`group:${r.group}`] : [])];
-  if (r.type === 'user') return [r.group, ...(r.groups ?? [])].flatMap((g) => (g ? [`group:${g}`] : []));
-  if (r.type === 'service') return (r.restartOn ?? []).flatMap((p) => [`file:${p}`, `directory:${p}`, `symlink:${p}`]);
-  return [];
+/** What `r` needs, as its handler says; a type without a handler needs nothing (it fails with its own error). */
+function needs(r: Resource): Need[] {
+  try {
+    return handlerFor(r).needs?.(r) ?? [];
+  } catch {
+    return [];
+  }
 }

@@ -7,7 +7,7 @@
  *   when it moved. If the server cannot be reached the host is disconnected: it keeps
  *   reconciling the last declaration it fetched and keeps its report to send later. A server
  *   that refuses the host's credential (HTTP 401) has revoked it: the host stops and says so.
- * trust: before anything is read from the tip, check it (trust-gate.ts, trust.ts): signed by a
+ * trust: before anything is read from the tip, check it (trust/gate.ts, trust/check.ts): signed by a
  *   key the host trusts, and descending from the last commit it accepted. A refused tip is
  *   reported `untrusted` (with the commit and its signer), and the pass reconciles the last
  *   accepted commit instead, so drift is corrected but nothing of the refused commit is used.
@@ -31,13 +31,11 @@ import { loadYamlOrThrow } from '../core/load.js';
 import type { Report } from '../schema/report.js';
 import { applyDeclaration } from './apply-declaration.js';
 import { ineligibleErrors } from './briefing.js';
-import { loadDeclaration, nodeDir, type TreeReader } from '../core/declaration/load.js';
+import { loadDeclarationWith, nodeDir, type TreeReader } from '../core/declaration/declaration.js';
 import { MeshError, messageOf } from '../core/errors.js';
 import type { Host } from './host.js';
 import { buildReport, recordReport, sameAsLast, sendReports, type ReportBody } from './report.js';
-import { credentialRefused, nothingApplied, sealed, trustStage } from './trust-gate.js';
-
-export { applyDeclaration };
+import { credentialRefused, nothingApplied, sealed, trustStage } from './trust/gate.js';
 
 export interface PassResult {
   report: Report;
@@ -112,7 +110,7 @@ async function assign(host: Host, tree: TreeReader): Promise<Assignment> {
   if (!identity.retired && host.config.ineligible.length === 0) return { as: 'declared', tree, errors: [] };
   const as = identity.retired ? 'retired' : 'ineligible';
   const errors = as === 'ineligible' ? ineligibleErrors(host.config.ineligible) : [];
-  const declared = await loadDeclaration(tree, node);
+  const declared = await loadDeclarationWith(tree, node, host.ctx.load.parser);
   if (declared.ok && declared.declaration.resources.length > 0) {
     errors.push({ code: 'E_NOT_ASSIGNABLE', message: `${nodeDir(node)}/ declares ${declared.declaration.resources.length} resources, but ${node} is ${as}: none are applied` });
   }

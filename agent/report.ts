@@ -10,7 +10,7 @@ import { REPORT_NAMESPACE, type OwnedRecord, type Report } from '../schema/repor
 import type { HostConfig } from './config.js';
 import type { FleetRepo } from './fleet/git.js';
 import { gitSigner, signSsh } from '../core/sign/sshsig.js';
-import type { Store } from './store.js';
+import type { Store } from './store/store.js';
 import { HOST_VERSION } from '../core/version.js';
 import { SIGNATURE_FILE, STATUS_FILE, reportRef } from '../core/report/branch.js';
 

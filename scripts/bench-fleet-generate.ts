@@ -13,7 +13,7 @@ import { deflateSync } from 'node:zlib';
 import type { HostConfig } from '../agent/config.js';
 import type { FleetRepo } from '../agent/fleet/git.js';
 import { buildReport, recordReport, type ReportBody } from '../agent/report.js';
-import { emptyStore, type Store } from '../agent/store.js';
+import { emptyStore, type Store } from '../agent/store/store.js';
 import type { NodeKeys } from './bench-fleet-keys.js';
 
 type Obj = { type: 'commit' | 'tree' | 'blob'; data: Buffer };

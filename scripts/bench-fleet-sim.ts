@@ -14,7 +14,7 @@ import { openFleetRepo, type FleetRepo } from '../agent/fleet/git.js';
 import { fleetHttp, type FleetHttp, type Meter } from '../agent/fleet/http.js';
 import { buildReport, recordReport, sameAsLast, sendReports, type ReportBody } from '../agent/report.js';
 import { reportRef } from '../core/report/branch.js';
-import { Store } from '../agent/store.js';
+import { openStore, type Store } from '../agent/store/store.js';
 import type { NodeKeys } from './bench-fleet-keys.js';
 
 export { nodeKeys, identityYaml, declarationYaml, type NodeKeys } from './bench-fleet-keys.js';
@@ -38,7 +38,7 @@ export class SimHost {
     const http = fleetHttp({ credential: { username: keys.node, password: keys.secret } });
     const repo = await openFleetRepo(gitdir, url, http);
     const config = { format: 1, node: keys.node, generation: 1, url, mainBranch: 'main', nodeKey: keys.nodeKey, tokenKey: keys.tokenKey, vouch: keys.vouch, signers: [], enrolledAt: new Date(0).toISOString(), ineligible: [] } as unknown as HostConfig;
-    return new SimHost(keys.node, http, repo, Store.open(join(dir, 'store.json')), config, keys.privateKey);
+    return new SimHost(keys.node, http, repo, openStore(join(dir, 'store.json')), config, keys.privateKey);
   }
 
   /** contact → load: poll main, fetch only when it moved, read and validate nodes/<node>/. */

@@ -12,11 +12,13 @@ import { existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, rmSync, s
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyPlan, observe } from '../agent/apply.js';
-import { realExec } from '../agent/exec.js';
+import { processRunner } from '../agent/exec.js';
+import { noFaults } from '../agent/fault.js';
+import { passContext, type Loaders } from '../agent/resources/handler.js';
 import { plan } from '../core/plan.js';
 import { handlerFor } from '../agent/resources/index.js';
 import type { ServiceManager } from '../agent/resources/service.js';
-import { Store } from '../agent/store.js';
+import { openStore } from '../agent/store/store.js';
 import type { Resource } from '../schema/declaration.js';
 import { hostCmd, newMachine, runProgram } from './helpers/fleet.js';
 import { snapshot } from './helpers/snapshot.js';
@@ -367,8 +369,12 @@ describe('service', () => {
       isActive: async () => active,
       control: async (verb, unit) => void (calls.push(`${verb} ${unit}`), (active = verb !== 'stop')),
     };
-    const ctx = { root, exec: realExec, now: () => new Date(), systemd };
-    const store = Store.open(join(root, 'var/lib/mesh-host/store.json'));
+    const none = async (): Promise<never> => {
+      throw new Error('this pass loads nothing');
+    };
+    const load: Loaders = { parser: none, storeChecks: none, readConfig: none, hostUpgrade: none };
+    const ctx = { ...passContext({ root, exec: processRunner(process.env), now: () => new Date(), faults: noFaults, load }, 'mesh-host'), systemd };
+    const store = openStore(join(root, 'var/lib/mesh-host/store.json'));
     const pass = async (content: string) => {
       const resources: Resource[] = [
         { type: 'file', path: '/etc/demo.conf', content },

@@ -7,28 +7,27 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { withDeclarationCache } from '../declaration-cache.js';
-import type { TreeReader } from '../../core/declaration/load.js';
-import { nodeDir } from '../../core/declaration/load.js';
+import { nodeDir, type TreeReader } from '../../core/declaration/declaration.js';
 import { MeshError } from '../../core/errors.js';
 import { acquireLock } from '../lock.js';
 import { hostPaths } from '../paths.js';
 import { applyDeclaration } from '../apply-declaration.js';
 import type { ReportBody } from '../report.js';
-import type { ResourceContext } from '../resources/handler.js';
-import { startPass } from '../resources/node.js';
-import { Store } from '../store-core.js';
+import { passContext, type HostContext } from '../resources/handler.js';
+import { Store } from '../store/core.js';
 
-/** Apply the declaration in folder `bundle` to the machine at `ctx.root`. */
-export async function applyBundle(bundle: string, ctx: ResourceContext): Promise<ReportBody> {
+/** Apply the declaration in folder `bundle` to the machine at `host.root`. */
+export async function applyBundle(bundle: string, host: HostContext): Promise<ReportBody> {
   const dir = resolve(bundle);
   if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new MeshError('E_NO_BUNDLE', `bundle folder ${bundle} does not exist`);
-  const paths = hostPaths(ctx.root);
+  const paths = hostPaths(host.root);
   // An enrolled machine applies as its node; the config (and its schemas) is read only when there is one.
-  const node = (existsSync(paths.config) ? (await import('../config.js')).readConfig(paths)?.node : undefined) ?? 'bundle';
+  const config = existsSync(paths.config) ? (await host.load.readConfig())(paths) : null;
+  const node = config?.node ?? 'bundle';
   const release = acquireLock(paths);
   try {
-    startPass();
-    const store = await Store.openLoading(paths.store);
+    const ctx = passContext(host, config?.hostPackage ?? 'mesh-host');
+    const store = await Store.openLoading(paths.store, host.load.storeChecks, ctx.faults);
     const tree = withDeclarationCache(folderTree(dir, nodeDir(node)), join(paths.stateDir, 'bundle-cache.json'));
     const body = await applyDeclaration({ config: { node }, store, ctx }, tree, null);
     if (store.journaled()) store.save(); // fold this pass's records into the snapshot; a no-op pass writes nothing

@@ -7,7 +7,7 @@
  * is applied. Only then does it write its config and delete the token file; a failed push
  * leaves the token file in place so that enrolment can simply be run again. The token's signer
  * keys become the host's trusted set, and the anchor it must never go back from is kept, or
- * recovered from the last report (enrol-trust.ts). It holds the root's lock throughout, from
+ * recovered from the last report (trust/enrol.ts). It holds the root's lock throughout, from
  * just after the token file is read: an enrolment refused because another mesh-host is working
  * on the root has changed nothing and used nothing, so the same token works once that host is done.
  */
@@ -25,15 +25,15 @@ import { MeshError } from '../../core/errors.js';
 import { fleetHttp } from '../fleet/http.js';
 import { openFleetRepo, type FleetRepo } from '../fleet/git.js';
 import { collectInventory } from '../inventory.js';
-import { enrolmentTrust, tokenRefused } from '../enrol-trust.js';
+import { enrolmentTrust, tokenRefused } from '../trust/enrol.js';
 import { acquireLock } from '../lock.js';
 import { hostPaths, type HostPaths } from '../paths.js';
 import { collectProfile } from '../profile.js';
 import { buildReport, recordReport, sendReports, sha256 } from '../report.js';
-import type { ResourceContext } from '../resources/handler.js';
+import type { HostContext } from '../resources/handler.js';
 import { decodePrivateKey, generateKeyPair, publicKeyOf, sameKey, signSsh, sshPublicKey } from '../../core/sign/sshsig.js';
-import { Store } from '../store.js';
-import { writeTrust } from '../trust-state.js';
+import { openStore, type Store } from '../store/store.js';
+import { writeTrust } from '../trust/state.js';
 import { reportRef, SIGNATURE_FILE, STATUS_FILE } from '../../core/report/branch.js';
 
 export interface EnrolResult {
@@ -47,7 +47,7 @@ export interface EnrolResult {
 }
 
 /** Enrol the machine at `ctx.root` with the token in `tokenFile`. */
-export async function enrol(tokenFile: string, ctx: ResourceContext): Promise<EnrolResult> {
+export async function enrol(tokenFile: string, ctx: HostContext): Promise<EnrolResult> {
   // The token is read first (a file of the operator's, not host state): a bad one is refused without touching the root.
   const token = readToken(tokenFile, ctx.now());
   const paths = hostPaths(ctx.root);
@@ -59,7 +59,7 @@ export async function enrol(tokenFile: string, ctx: ResourceContext): Promise<En
   }
 }
 
-async function enrolLocked(token: TokenFile, tokenFile: string, paths: HostPaths, ctx: ResourceContext): Promise<EnrolResult> {
+async function enrolLocked(token: TokenFile, tokenFile: string, paths: HostPaths, ctx: HostContext): Promise<EnrolResult> {
   const existing = readConfig(paths);
   if (existing?.node === token.node && existing.generation >= token.generation) {
     throw new MeshError('E_TOKEN_USED', `this machine is already enrolled as ${existing.node} generation ${existing.generation}; the token (generation ${token.generation}) cannot be used again. Issue a new token to re-enrol`);
@@ -74,7 +74,7 @@ async function enrolLocked(token: TokenFile, tokenFile: string, paths: HostPaths
   const tokenKey = decodePrivateKey(token.secret);
   const nodeKeys = generateKeyPair();
   const nodeKey = sshPublicKey(nodeKeys.publicKey, `${token.node}@mesh`);
-  const store = Store.open(paths.store);
+  const store = openStore(paths.store, ctx.faults);
   const briefing = [
     { check: 'token unexpired', ok: true, detail: `generation ${token.generation}, expires ${identity.token!.expires}, not used before` },
     { check: 'fleet reachable', ok: true, detail: `${token.url} (${token.mainBranch} at ${main})` },

@@ -10,9 +10,9 @@ import { MeshError } from '../../core/errors.js';
 import { acquireLock } from '../lock.js';
 import { hostPaths } from '../paths.js';
 import { queryInstalled } from '../resources/apt.js';
-import type { ResourceContext } from '../resources/handler.js';
-import { PROBATION_EXIT } from '../upgrade.js';
-import { hostPackageName, readUpgradeState, reinstallHost, updateUpgradeState } from '../upgrade-state.js';
+import type { HostContext } from '../resources/handler.js';
+import { PROBATION_EXIT } from '../upgrade/upgrade.js';
+import { hostPackageName, readUpgradeState, reinstallHost, updateUpgradeState } from '../upgrade/state.js';
 
 export interface Rollback {
   rolledBack: boolean;
@@ -22,7 +22,7 @@ export interface Rollback {
 }
 
 /** Reinstall the last good version in place of the installed one; `env` carries systemd's MONITOR_* variables. */
-export async function rollback(ctx: ResourceContext, env: NodeJS.ProcessEnv): Promise<Rollback> {
+export async function rollback(ctx: HostContext, env: NodeJS.ProcessEnv): Promise<Rollback> {
   const paths = hostPaths(ctx.root);
   acquireLock(paths);
   const name = hostPackageName(paths);

@@ -10,8 +10,8 @@ import { MeshError, messageOf } from '../../core/errors.js';
 import { openHost, type Host } from '../host.js';
 import type { Logger } from '../log.js';
 import { reconcile, type PassResult } from '../reconcile.js';
-import type { ResourceContext } from '../resources/handler.js';
-import { watchUpgrade } from '../upgrade.js';
+import type { HostContext } from '../resources/handler.js';
+import { watchUpgrade } from '../upgrade/upgrade.js';
 
 export interface RunOptions {
   once: boolean;
@@ -19,16 +19,18 @@ export interface RunOptions {
   heartbeatMs: number;
   /** Called after every pass (the CLI prints it). */
   onPass: (result: PassResult) => void;
+  /** How long a newly installed version may take to complete a pass (MESH_HOST_PROBATION, see upgrade/upgrade.ts). */
+  probationMs: number;
 }
 
 /** The longest the loop ever waits between passes because of errors. */
 export const MAX_BACKOFF_MS = 15 * 60_000;
 
 /** Run passes until stopped (or one pass with `once`). Resolves with the last pass's result. */
-export async function run(ctx: ResourceContext, log: Logger, opts: RunOptions, signal?: AbortSignal): Promise<PassResult | undefined> {
+export async function run(ctx: HostContext, log: Logger, opts: RunOptions, signal?: AbortSignal): Promise<PassResult | undefined> {
   let failures = 0;
   let last: PassResult | undefined;
-  const upgrade = watchUpgrade(ctx, log, !opts.once);
+  const upgrade = watchUpgrade(ctx, log, !opts.once, opts.probationMs);
   for (;;) {
     let host: Host | undefined;
     let retryAfterMs: number | null = null;
@@ -37,7 +39,7 @@ export async function run(ctx: ResourceContext, log: Logger, opts: RunOptions, s
       last = await reconcile(host, { heartbeatMs: opts.heartbeatMs });
       failures = last.disconnected ? failures + 1 : 0;
       opts.onPass(last);
-      if (await upgrade.passed(last)) return last; // it installed a new version of itself: exit cleanly, the supervisor starts it (upgrade.ts)
+      if (await upgrade.passed(last)) return last; // it installed a new version of itself: exit cleanly, the supervisor starts it (upgrade/upgrade.ts)
     } catch (e) {
       if (opts.once) throw e;
       failures += 1;

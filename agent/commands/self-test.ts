@@ -8,7 +8,7 @@ import { loadDeclaration } from '../../core/declaration/load.js';
 import { openFleetRepo } from '../fleet/git.js';
 import { fleetHttp } from '../fleet/http.js';
 import { hostPaths } from '../paths.js';
-import { Store } from '../store.js';
+import { openStore } from '../store/store.js';
 import { HOST_VERSION } from '../../core/version.js';
 
 export interface SelfTest {
@@ -32,7 +32,7 @@ export async function selfTest(root: string): Promise<SelfTest> {
     config = readConfig(paths);
     return config ? `node ${config.node} generation ${config.generation}` : 'not enrolled (hosted)';
   });
-  await check('store', () => `${Store.open(paths.store).data.owned.length} owned resources`);
+  await check('store', () => `${openStore(paths.store).data.owned.length} owned resources`);
   if (config !== null) {
     const { url, mainBranch, node } = config as HostConfig;
     await check('node key', () => (readNodeKey(paths), 'readable'));

@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import type { BriefingLine } from '../../schema/report.js';
 import { readConfig } from '../config.js';
 import { hostPaths } from '../paths.js';
-import { Store } from '../store.js';
+import { openStore, type Store } from '../store/store.js';
 import { HOST_VERSION } from '../../core/version.js';
 
 export interface HostState {
@@ -39,14 +39,17 @@ export interface OwnedEntry {
   error?: string;
 }
 
-/** Describe the machine at `root`. */
-export async function describeState(root: string): Promise<HostState> {
+/** The failed lines of the node's last report, by resource id (last-report.ts); main.ts loads it only when an intent asks for it. */
+export type FailedInLastReport = (gitdir: string, node: string) => Promise<Map<string, string>>;
+
+/** Describe the machine at `root`; `lastReport` loads the reader of the last report (git), needed only when there is an intent. */
+export async function describeState(root: string, lastReport: () => Promise<FailedInLastReport>): Promise<HostState> {
   const paths = hostPaths(root);
   const base = { hostVersion: HOST_VERSION, lastApplied: null, lastContact: null, unsentReport: false, owned: [] };
   if (!existsSync(paths.stateDir) && !existsSync(paths.configDir)) return { ...base, state: 'unmanaged', reason: `no mesh-host state under ${paths.root}` };
-  const store = Store.open(paths.store);
+  const store = openStore(paths.store);
   const config = readConfig(paths);
-  const owned = await ownedEntries(store, paths.gitdir, config?.node);
+  const owned = await ownedEntries(store, paths.gitdir, config?.node, lastReport);
   const common = { ...base, owned, lastApplied: store.data.lastApplied, lastContact: store.data.lastContact, unsentReport: !store.data.report.pushed };
   if (!config) return { ...common, state: 'hosted', reason: 'mesh-host is installed but not enrolled; it can apply a local bundle (mesh-host apply --bundle DIR)' };
   const eligible = config.ineligible.length === 0;
@@ -68,10 +71,10 @@ export async function describeState(root: string): Promise<HostState> {
  * that failed leaves its intent in the store (apply.ts), just as a host stopped mid-change does,
  * and only the report tells the two apart. The report is read only when there is an intent.
  */
-async function ownedEntries(store: Store, gitdir: string, node: string | undefined): Promise<OwnedEntry[]> {
+async function ownedEntries(store: Store, gitdir: string, node: string | undefined, lastReport: () => Promise<FailedInLastReport>): Promise<OwnedEntry[]> {
   const owned: OwnedEntry[] = store.data.owned.map((r) => ({ id: r.id, state: r.state, at: r.at }));
   if (!node || !owned.some((o) => o.state === 'intent')) return owned;
-  const failed = await (await import('../last-report.js')).failedInLastReport(gitdir, node);
+  const failed = await (await lastReport())(gitdir, node);
   return owned.map((o) => {
     const error = o.state === 'intent' ? failed.get(o.id) : undefined;
     return error === undefined ? o : { ...o, error };

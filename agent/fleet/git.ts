@@ -7,7 +7,7 @@
  */
 import * as fs from 'node:fs';
 import git, { Errors, type HttpClient } from 'isomorphic-git';
-import type { TreeReader } from '../../core/declaration/load.js';
+import type { TreeReader } from '../../core/declaration/declaration.js';
 import { MeshError, messageOf } from '../../core/errors.js';
 import { heartbeatMessage } from '../../core/report/branch.js';
 import { isHeartbeat, replacement } from './heartbeat.js';
@@ -40,7 +40,7 @@ export interface FleetRepo {
   adopt(ref: string): Promise<string | null>;
   /** How long the server asked us to wait (HTTP 429/503 Retry-After) when it last refused us, in ms; null after a success. */
   retryAfterMs(): number | null;
-  /** Fetch `depth` more commits of `branch`'s history behind the shallow boundary (trust.ts: to decide ancestry). */
+  /** Fetch `depth` more commits of `branch`'s history behind the shallow boundary (trust/check.ts: to decide ancestry). */
   deepen(branch: string, depth: number): Promise<void>;
 }
 

@@ -1,7 +1,7 @@
 /** Reading a commit of the fleet repo from the host's object store, without a checkout. */
 import * as fs from 'node:fs';
 import git, { Errors } from 'isomorphic-git';
-import type { TreeReader } from '../../core/declaration/load.js';
+import type { TreeReader } from '../../core/declaration/declaration.js';
 
 /** A TreeReader over `commit` in `gitdir`; `cache` hands out isomorphic-git's current cache (renewal replaces it). */
 export function treeReader(gitdir: string, commit: string, cache: () => object): TreeReader {

@@ -10,7 +10,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, utimesSync, wri
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { MeshError } from '../../core/errors.js';
-import type { ExecResult, ResourceContext } from './handler.js';
+import type { ExecResult, HostContext } from './handler.js';
 
 /** What dpkg says about one package that is (at least partly) installed. */
 export interface Installed extends Record<string, unknown> {
@@ -29,7 +29,7 @@ export function dpkgDir(root: string): string {
 }
 
 /** The installed version and dpkg state of `name` in the root's own dpkg database; null when not installed. */
-export async function queryInstalled(ctx: ResourceContext, name: string): Promise<Installed | null> {
+export async function queryInstalled(ctx: HostContext, name: string): Promise<Installed | null> {
   const admindir = dpkgDir(ctx.root);
   const r = await ctx.exec('dpkg-query', [`--admindir=${admindir}`, '--show', '--showformat=${Status}\\t${Version}\\n', name], { env: { LC_ALL: 'C' } });
   if (r.code === 1 && /no packages found/.test(r.stderr)) return null;
@@ -62,7 +62,7 @@ export function aptOptions(root: string): string[] {
 }
 
 /** Run `apt-get -q ARGS` against the machine at the root (never the host's own configuration). */
-export async function aptGet(ctx: ResourceContext, args: string[]): Promise<ExecResult> {
+export async function aptGet(ctx: HostContext, args: string[]): Promise<ExecResult> {
   dpkgDir(ctx.root);
   const r = resolve(ctx.root);
   const dir = mkdtempSync(join(tmpdir(), 'mesh-apt-'));
@@ -77,7 +77,7 @@ export async function aptGet(ctx: ResourceContext, args: string[]): Promise<Exec
 }
 
 /** Refresh the root's package lists when they are missing or older than its sources, or when `force`d. Returns whether it ran. */
-export async function refreshLists(ctx: ResourceContext, force = false): Promise<boolean> {
+export async function refreshLists(ctx: HostContext, force = false): Promise<boolean> {
   const lists = join(resolve(ctx.root), 'var/lib/apt/lists');
   if (!force && !listsStale(ctx.root, lists)) return false;
   const r = await aptGet(ctx, ['update']);
@@ -117,4 +117,34 @@ export function aptFailure(command: string, r: ExecResult, todo: string, code = 
     next: locked ? 'retry' : 'human',
     data: { command, exit: r.code, output: lines.slice(-20) },
   });
+}
+
+/** `apt-get install NAME[=VERSION]`, refreshing the lists first when stale and once more when they do not know it. */
+export async function installPackage(ctx: HostContext, name: string, version: string | undefined, reinstall: boolean): Promise<void> {
+  const spec = version === undefined ? name : `${name}=${version}`;
+  const args = ['install', '-y', '--allow-downgrades', ...(reinstall ? ['--reinstall'] : []), spec];
+  const refreshed = await refreshLists(ctx);
+  let r = await aptGet(ctx, args);
+  if (r.code !== 0 && NOT_FOUND.test(r.stdout + r.stderr) && !refreshed) {
+    await refreshLists(ctx, true);
+    r = await aptGet(ctx, args);
+  }
+  if (r.code === 0) return;
+  if (NOT_FOUND.test(r.stdout + r.stderr)) {
+    const what = version === undefined ? name : `version ${version} of ${name}`;
+    throw aptFailure(`apt-get install ${spec}`, r, `the package sources of this machine do not offer ${what}: publish it to the fleet's package repository, or declare a version it has`, 'E_PACKAGE_NOT_FOUND');
+  }
+  throw aptFailure(`apt-get install ${spec}`, r, 'fix the cause above (the package or the machine); the next pass tries again');
+}
+
+/** `apt-get remove NAME`, refused when apt would also remove packages that depend on it. */
+export async function removePackage(ctx: HostContext, name: string): Promise<void> {
+  const plan = await aptGet(ctx, ['-s', 'remove', name]);
+  if (plan.code !== 0) throw aptFailure(`apt-get remove ${name}`, plan, 'fix the cause above; the next pass tries again');
+  const others = [...plan.stdout.matchAll(/^Remv (\S+)/gm)].map((m) => m[1]!).filter((p) => p.split(':')[0] !== name);
+  if (others.length > 0) {
+    throw new MeshError('E_PACKAGE_NEEDED', `removing ${name} would also remove what depends on it (${others.join(', ')}): mesh removes only what it was asked to; remove or un-declare those first, or keep ${name} declared`, { data: { name, others } });
+  }
+  const r = await aptGet(ctx, ['remove', '-y', name]);
+  if (r.code !== 0) throw aptFailure(`apt-get remove ${name}`, r, 'fix the cause above; the next pass tries again');
 }

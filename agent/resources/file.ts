@@ -3,51 +3,38 @@ import { chmodSync, chownSync, lstatSync, readFileSync, unlinkSync } from 'node:
 import type { FileResource } from '../../schema/declaration.js';
 import { writeFileAtomic } from '../atomic.js';
 import { MeshError } from '../../core/errors.js';
-import { underRoot } from '../paths.js';
-import type { Handler } from './handler.js';
-import { describeOwnership, ownershipDiff, readNode, restoreNode, type NodeState } from './node.js';
+import { describeOwnership, type NodeState } from './node.js';
+import { assertParent, attributeDiff, nodeHandler, normalMode, ownerNeeds } from './node-handler.js';
 
 /** Files larger than this are not captured for restore; the host refuses to take them over. */
 const MAX_PRIOR_BYTES = 1024 * 1024;
 
-export const fileHandler: Handler<FileResource> = {
-  async read(r, ctx) {
-    return readNode(ctx.root, r.path, true);
+export const fileHandler = nodeHandler<FileResource>('file', {
+  withContent: true,
+  should: () => 'a file',
+  needs: ownerNeeds,
+
+  diff(r, now) {
+    const content = r.content !== undefined && now.content !== Buffer.from(r.content).toString('base64') ? ['content differs'] : [];
+    return [...content, ...attributeDiff(r, now)];
   },
 
-  diff(r, observed) {
-    const now = observed as NodeState | null;
-    if (r.ensure === 'absent') return now ? [`${now.kind} exists, should be absent`] : [];
-    if (!now) return ['absent, should be a file'];
-    if (now.kind !== 'file') return [`is a ${now.kind}, should be a file`];
-    const changes: string[] = [];
-    if (r.content !== undefined && now.content !== Buffer.from(r.content).toString('base64')) changes.push('content differs');
-    if (r.mode !== undefined && now.mode !== normalMode(r.mode)) changes.push(`mode ${now.mode} → ${normalMode(r.mode)}`);
-    changes.push(...ownershipDiff(r, now));
-    return changes;
-  },
-
-  async apply(r, observed, ctx) {
-    const real = underRoot(ctx.root, r.path);
-    const now = observed as NodeState | null;
+  async apply(r, now, real, ctx) {
     if (r.ensure === 'absent') {
       if (now?.kind === 'directory') throw new MeshError('E_CONFLICT', `${r.path} is a directory; mesh will not delete a directory declared as a file`);
       if (now) unlinkSync(real);
       return;
     }
     if (now && now.kind !== 'file') throw new MeshError('E_CONFLICT', `${r.path} is a ${now.kind}, not a file: remove it or declare it as what it is`);
-    const parent = readNode(ctx.root, r.path.slice(0, r.path.lastIndexOf('/')) || '/', false);
-    if (parent?.kind !== 'directory') {
-      throw new MeshError('E_NO_PARENT', `the parent directory of ${r.path} does not exist: declare it as a directory resource before this file`);
-    }
+    assertParent(ctx, r.path, 'this file');
     const mode = parseInt(normalMode(r.mode ?? now?.mode ?? '0644'), 8);
     const content = r.content !== undefined ? Buffer.from(r.content) : now ? readFileSync(real) : Buffer.alloc(0);
     // The directory is synced once at the end of the pass (apply.ts): until then a power cut can
     // only lose this rename (the old file stays whole); the intent, already durable, keeps the
     // file owned, and the next pass reads it back and repairs it as drift.
-    writeFileAtomic(real, content, mode, { deferDirSync: true });
+    writeFileAtomic(real, content, mode, { deferDirSync: ctx.pass.dirsToSync, faults: ctx.faults });
     chmodSync(real, mode); // the umask narrowed the mode given to open()
-    const { uid, gid } = describeOwnership(ctx.root, r, lstatSync(real));
+    const { uid, gid } = describeOwnership(ctx, r, lstatSync(real));
     chownSync(real, uid, gid);
   },
 
@@ -58,13 +45,4 @@ export const fileHandler: Handler<FileResource> = {
     }
     return { existed: now !== null, state: now };
   },
-
-  async remove(record, ctx) {
-    return restoreNode(ctx, record);
-  },
-};
-
-/** "644" and "0644" are the same mode. */
-export function normalMode(mode: string): string {
-  return mode.length === 3 ? '0' + mode : mode;
-}
+});

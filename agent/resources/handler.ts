@@ -1,18 +1,73 @@
 /**
  * The seam every resource type implements. A handler never decides success by itself:
- * the engine reads the resource back after `apply` and compares it with `diff`.
+ * the engine reads the resource back after `apply` and compares it with `diff`. Beyond the
+ * five required parts, a handler may say what it needs first, hook into its own changes, and
+ * say what cannot be verified here: the engine (apply.ts) uses each part when it is there and
+ * knows no resource type by name.
  */
-import type { Resource } from '../../schema/declaration.js';
-import type { OwnedRecord } from '../../schema/report.js';
+import type { Resource, PackageResource } from '../../schema/declaration.js';
+import type { OwnedRecord, ResourceResult } from '../../schema/report.js';
 import type { Observed } from '../../core/plan.js';
+import type { ParseDeclaration } from '../../core/declaration/declaration.js';
+import type { Faults } from '../fault.js';
+import type { StoreChecks } from '../store/checks.js';
+import type { HostConfig } from '../config.js';
+import type { HostPaths } from '../paths.js';
 
 export type { Observed };
 
-/** What a handler gets from the world: the machine's root, a process runner and a clock. */
-export interface ResourceContext {
+/**
+ * What the host is given once, by main.ts (the composition root): the machine's root, a
+ * process runner, a clock, the faults a test asked for, and loaders for the code that a
+ * process should compile only when it needs it.
+ */
+export interface HostContext {
   root: string;
   exec: Exec;
   now: () => Date;
+  faults: Faults;
+  load: Loaders;
+}
+
+/** Code compiled only when it is needed (start-up cost): main.ts hands in real imports; tests may hand in static ones. */
+export interface Loaders {
+  /** The declaration parser: the YAML parser and the schemas, not needed when a cached declaration answers. */
+  parser(): Promise<ParseDeclaration>;
+  /** The store's schemas, needed only when a store is not exactly as this host last wrote it. */
+  storeChecks(): Promise<StoreChecks>;
+  /** The config reader and its schemas, needed by `apply --bundle` only on an enrolled machine. */
+  readConfig(): Promise<(paths: HostPaths) => HostConfig | null>;
+  /** The host's self-upgrade hooks (upgrade/upgrade.ts), needed only when a pass changes the host's own package. */
+  hostUpgrade(): Promise<HostUpgrade>;
+}
+
+/** What a handler gets for one pass: the host's context, this pass's caches, and what its hooks need to know. */
+export interface ResourceContext extends HostContext {
+  pass: PassCache;
+  /** The host's own Debian package (config `hostPackage`, default mesh-host): its changes are upgrades of the host. */
+  hostPackage: string;
+}
+
+/**
+ * What a pass has learnt about the machine and may reuse until it ends: the folders seen to be
+ * real directories (node.ts), the user and group tables read (ownership.ts), and the folders
+ * whose renames are made durable once at the end of the pass (atomic.ts).
+ */
+export interface PassCache {
+  realDirs: Set<string>;
+  realChains: Set<string>;
+  idTables: Map<string, unknown>;
+  dirsToSync: Set<string>;
+}
+
+/** The caches of a new pass: empty. */
+export function newPass(): PassCache {
+  return { realDirs: new Set(), realChains: new Set(), idTables: new Map(), dirsToSync: new Set() };
+}
+
+/** The context of one pass of the host given by `host`. */
+export function passContext(host: HostContext, hostPackage: string): ResourceContext {
+  return { ...host, pass: newPass(), hostPackage };
 }
 
 export interface ExecResult {
@@ -38,4 +93,28 @@ export interface Handler<R extends Resource = Resource> {
   prior(r: R, observed: Observed, ctx: ResourceContext): Promise<Prior>;
   /** Undo an owned resource that is no longer declared: restore its prior state or delete it. Returns a note for the report. */
   remove(record: OwnedRecord, ctx: ResourceContext): Promise<string | undefined>;
+
+  /** What `r` needs before it: the ids of the resources it names, each with the field that names it. Pre-flight checks the accounts and orders the pass by them. */
+  needs?(r: R): Need[];
+  /** Before the intent of a change of `r` is recorded: throw to refuse the change (the line fails, nothing changes). */
+  beforeChange?(r: R, ctx: ResourceContext): Promise<void>;
+  /** After a change of `r` was made and verified (`before` is what was there): the line, amended; throw to fail it. */
+  afterChange?(r: R, line: ResourceResult, before: Observed, ctx: ResourceContext): Promise<ResourceResult>;
+  /** Why part of `r` cannot be verified on this machine; the line is then `unverified` with this reason. */
+  unverifiable?(r: R, ctx: ResourceContext): string | undefined;
+  /** Machine paths whose change earlier in this pass calls for `refresh` (a service's restartOn). */
+  watches?(r: R): string[];
+  /** React to changed watched paths (restart a service): what was done, and why it is unverified when it could not be checked. */
+  refresh?(r: R, ctx: ResourceContext, changed: string[]): Promise<{ change: string; unverified?: string }>;
 }
+
+/** A resource that must exist (or be applied) before the one that names it. */
+export interface Need {
+  /** The id of the resource needed, as `user:alice` or `file:/etc/app.conf`. */
+  id: string;
+  /** The field that names it, for pre-flight's messages. */
+  field: string;
+}
+
+/** The host's own package: refusing a version rejected here, and smoke-testing an installed one (upgrade/upgrade.ts). */
+export type HostUpgrade = Required<Pick<Handler<PackageResource>, 'beforeChange' | 'afterChange'>>;

@@ -1,8 +1,8 @@
 /**
  * Reading, comparing and restoring filesystem nodes (files, directories, symlinks) under a root.
  * Within one pass, a parent folder already checked to be a real directory is not checked
- * again for every resource beneath it; `startPass` (at the start of each pass) and any change
- * here that could turn a directory into a symlink forget what was checked.
+ * again for every resource beneath it (the pass's caches keep them; a new pass starts with
+ * none), and any change here that could turn a directory into a symlink forgets what was checked.
  */
 import { chmodSync, chownSync, closeSync, lstatSync, mkdirSync, openSync, readdirSync, readlinkSync, readSync, rmdirSync, symlinkSync, unlinkSync, type Stats } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -10,26 +10,17 @@ import type { OwnedRecord } from '../../schema/report.js';
 import { writeFileAtomic } from '../atomic.js';
 import { MeshError } from '../../core/errors.js';
 import { underRoot } from '../paths.js';
-import type { ResourceContext } from './handler.js';
-import { invalidateIdCache, lookupId, nameOf } from './ownership.js';
+import type { PassCache, ResourceContext } from './handler.js';
+import { lookupId, nameOf, type PassScope } from './ownership.js';
 
-/** Real paths of folders seen to be directories (not symlinks) in this pass; `root\0folder` of whole chains. */
-const realDirs = new Set<string>();
-const realChains = new Set<string>();
-
-/** Begin a pass: forget the parent folders and the user and group tables read in the last one. */
-export function startPass(): void {
-  forgetDirs();
-  invalidateIdCache();
-}
-
-function forgetDirs(): void {
-  realDirs.clear();
-  realChains.clear();
+/** Forget the folders seen to be real directories in this pass (`realDirs`: real paths; `realChains`: `root\0folder` of whole chains). */
+function forgetDirs(pass: PassCache): void {
+  pass.realDirs.clear();
+  pass.realChains.clear();
 }
 
 /** Refuse a machine path whose parent folders include a symlink: a write must never follow one out of the root. */
-function assertNoSymlinkParents(root: string, machinePath: string): void {
+function assertNoSymlinkParents({ root, pass: { realDirs, realChains } }: PassScope, machinePath: string): void {
   const chain = `${root}\0${machinePath.slice(0, machinePath.lastIndexOf('/'))}`;
   if (realChains.has(chain)) return;
   const parts = machinePath.split('/').filter(Boolean);
@@ -62,10 +53,10 @@ export interface NodeState extends Record<string, unknown> {
   target?: string;
 }
 
-/** The node at machine path `path` under `root`, or null when nothing is there. */
-export function readNode(root: string, path: string, withContent: boolean): NodeState | null {
-  assertNoSymlinkParents(root, path);
-  const real = underRoot(root, path);
+/** The node at machine path `path` under `scope.root`, or null when nothing is there. */
+export function readNode(scope: PassScope, path: string, withContent: boolean): NodeState | null {
+  assertNoSymlinkParents(scope, path);
+  const real = underRoot(scope.root, path);
   let st: Stats | undefined;
   try {
     st = lstatSync(real, { throwIfNoEntry: false });
@@ -78,8 +69,8 @@ export function readNode(root: string, path: string, withContent: boolean): Node
   const state: NodeState = {
     kind,
     mode: (st.mode & 0o7777).toString(8).padStart(4, '0'),
-    owner: nameOf(root, 'owner', st.uid),
-    group: nameOf(root, 'group', st.gid),
+    owner: nameOf(scope, 'owner', st.uid),
+    group: nameOf(scope, 'group', st.gid),
   };
   if (kind === 'file') state.size = st.size;
   if (kind === 'file' && withContent) state.content = readContent(real, st.size).toString('base64');
@@ -109,10 +100,10 @@ export function ownershipDiff(r: { owner?: string; group?: string }, now: NodeSt
 }
 
 /** The uid and gid a node should get: declared names resolved on the machine, else what it has. */
-export function describeOwnership(root: string, r: { owner?: string; group?: string }, st: Stats): { uid: number; gid: number } {
+export function describeOwnership(scope: PassScope, r: { owner?: string; group?: string }, st: Stats): { uid: number; gid: number } {
   return {
-    uid: r.owner !== undefined ? lookupId(root, 'owner', r.owner) : st.uid,
-    gid: r.group !== undefined ? lookupId(root, 'group', r.group) : st.gid,
+    uid: r.owner !== undefined ? lookupId(scope, 'owner', r.owner) : st.uid,
+    gid: r.group !== undefined ? lookupId(scope, 'group', r.group) : st.gid,
   };
 }
 
@@ -121,7 +112,7 @@ export async function restoreNode(ctx: ResourceContext, record: OwnedRecord): Pr
   const path = String(record.resource.path);
   const before = (record.prior?.state ?? null) as NodeState | null;
   const real = underRoot(ctx.root, path);
-  const now = readNode(ctx.root, path, false);
+  const now = readNode(ctx, path, false);
   if (before === null) {
     if (!now) return undefined;
     if (now.kind !== 'directory') {
@@ -130,24 +121,24 @@ export async function restoreNode(ctx: ResourceContext, record: OwnedRecord): Pr
     }
     if (readdirSync(real).length > 0) return `left ${path} in place: it holds files mesh does not own`;
     rmdirSync(real);
-    forgetDirs();
+    forgetDirs(ctx.pass);
     return undefined;
   }
   if (now && now.kind !== before.kind && now.kind !== 'directory') unlinkSync(real);
-  if (before.kind === 'file') writeFileAtomic(real, Buffer.from(before.content ?? '', 'base64'), parseInt(before.mode, 8));
+  if (before.kind === 'file') writeFileAtomic(real, Buffer.from(before.content ?? '', 'base64'), parseInt(before.mode, 8), { faults: ctx.faults });
   if (before.kind === 'directory') mkdirSync(real, { recursive: true });
   if (before.kind === 'symlink' && (!now || now.kind !== 'symlink' || now.target !== before.target)) {
     if (now?.kind === 'symlink') unlinkSync(real);
-    forgetDirs();
+    forgetDirs(ctx.pass);
     symlinkSync(before.target ?? '', real);
   }
   if (before.kind !== 'symlink') {
     chmodSync(real, parseInt(before.mode, 8));
-    chownSync(real, lookupIdOr(ctx.root, 'owner', before.owner), lookupIdOr(ctx.root, 'group', before.group));
+    chownSync(real, lookupIdOr(ctx, 'owner', before.owner), lookupIdOr(ctx, 'group', before.group));
   }
   return `restored ${path} to what was there before mesh took it over`;
 }
 
-function lookupIdOr(root: string, kind: 'owner' | 'group', name: string): number {
-  return /^\d+$/.test(name) ? Number(name) : lookupId(root, kind, name);
+function lookupIdOr(scope: PassScope, kind: 'owner' | 'group', name: string): number {
+  return /^\d+$/.test(name) ? Number(name) : lookupId(scope, kind, name);
 }

@@ -1,13 +1,17 @@
 /**
  * File ownership by name, resolved from the root's own /etc/passwd and /etc/group. Each file
- * is read once per pass (`startPass` in node.ts clears the cache; so does `invalidateIdCache`,
- * which whoever adds or changes users and groups calls). A name or id the cached table does not
+ * is read once per pass (the tables are kept in the pass's caches; `invalidateIdCache`, which
+ * whoever adds or changes users and groups calls, forgets them). A name or id the cached table does not
  * know makes it look at the file again when the file has changed since it was read, so a user
  * added in this pass is never reported unknown.
  */
 import { readFileSync, statSync } from 'node:fs';
 import { MeshError } from '../../core/errors.js';
 import { underRoot } from '../paths.js';
+import type { PassCache, ResourceContext } from './handler.js';
+
+/** Where ownership is looked up: a root, and the pass whose caches keep the tables read. */
+export type PassScope = Pick<ResourceContext, 'root' | 'pass'>;
 
 interface Table {
   stamp: string;
@@ -16,17 +20,16 @@ interface Table {
   byId: Map<number, string>;
 }
 
-const tables = new Map<string, Table>();
-
-/** Forget every cached /etc/passwd and /etc/group (call after changing users or groups). */
-export function invalidateIdCache(): void {
-  tables.clear();
+/** Forget every /etc/passwd and /etc/group cached in `pass` (call after changing users or groups). */
+export function invalidateIdCache(pass: PassCache): void {
+  pass.idTables.clear();
 }
 
 type IdFile = '/etc/passwd' | '/etc/group';
 
 /** The table for `file`; with `fresh`, re-read when the file changed since it was cached. */
-function table(root: string, file: IdFile, fresh = false): Table {
+function table({ root, pass }: PassScope, file: IdFile, fresh = false): Table {
+  const tables = pass.idTables as Map<string, Table>;
   const cached = tables.get(root + file);
   if (cached && !fresh) return cached;
   const path = underRoot(root, file);
@@ -62,9 +65,9 @@ function stampOf(path: string): string {
 
 const fileOf = (kind: 'owner' | 'group'): IdFile => (kind === 'owner' ? '/etc/passwd' : '/etc/group');
 
-/** The numeric id of user (`kind: 'owner'`) or group `name` on the machine at `root`. */
-export function lookupId(root: string, kind: 'owner' | 'group', name: string): number {
-  const id = table(root, fileOf(kind)).byName.get(name) ?? table(root, fileOf(kind), true).byName.get(name);
+/** The numeric id of user (`kind: 'owner'`) or group `name` on the machine at `scope.root`. */
+export function lookupId(scope: PassScope, kind: 'owner' | 'group', name: string): number {
+  const id = table(scope, fileOf(kind)).byName.get(name) ?? table(scope, fileOf(kind), true).byName.get(name);
   if (id === undefined) {
     const what = kind === 'owner' ? 'user' : 'group';
     throw new MeshError('E_UNKNOWN_' + what.toUpperCase(), `unknown ${what} '${name}' on this machine: declare it as a ${what} resource first, or fix the name`, {
@@ -75,6 +78,6 @@ export function lookupId(root: string, kind: 'owner' | 'group', name: string): n
 }
 
 /** Name of numeric id, for messages; falls back to the number. */
-export function nameOf(root: string, kind: 'owner' | 'group', id: number): string {
-  return table(root, fileOf(kind)).byId.get(id) ?? table(root, fileOf(kind), true).byId.get(id) ?? String(id);
+export function nameOf(scope: PassScope, kind: 'owner' | 'group', id: number): string {
+  return table(scope, fileOf(kind)).byId.get(id) ?? table(scope, fileOf(kind), true).byId.get(id) ?? String(id);
 }

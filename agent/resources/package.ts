@@ -6,13 +6,28 @@
  * than the sources, or do not know the version asked for. Un-declaring: a package that was
  * installed before the host took it over stays installed and gets its earlier version back
  * (when that version can still be had); a package the host installed is removed.
+ *
+ * The host's own package (ctx.hostPackage) is how the host upgrades itself: its change hooks
+ * hand it to upgrade/upgrade.ts, loaded only then, which refuses a version rejected on this machine and
+ * smoke-tests a newly installed one.
  */
 import type { PackageResource } from '../../schema/declaration.js';
 import { MeshError } from '../../core/errors.js';
-import { aptFailure, aptGet, NOT_FOUND, queryInstalled, refreshLists, type Installed } from './apt.js';
+import { installPackage, queryInstalled, removePackage, type Installed } from './apt.js';
 import type { Handler, ResourceContext } from './handler.js';
 
+/** Whether `r` installs or changes the host's own package. */
+const isHost = (r: PackageResource, ctx: ResourceContext) => r.ensure !== 'absent' && r.name === ctx.hostPackage;
+
 export const packageHandler: Handler<PackageResource> = {
+  async beforeChange(r, ctx) {
+    if (isHost(r, ctx)) await (await ctx.load.hostUpgrade()).beforeChange(r, ctx);
+  },
+
+  async afterChange(r, line, before, ctx) {
+    return isHost(r, ctx) ? (await ctx.load.hostUpgrade()).afterChange(r, line, before, ctx) : line;
+  },
+
   async read(r, ctx) {
     return queryInstalled(ctx, r.name);
   },
@@ -58,33 +73,3 @@ export const packageHandler: Handler<PackageResource> = {
     return `restored ${name} to ${before}, the version installed before mesh took it over`;
   },
 };
-
-/** `apt-get install NAME[=VERSION]`, refreshing the lists first when stale and once more when they do not know it. */
-export async function installPackage(ctx: ResourceContext, name: string, version: string | undefined, reinstall: boolean): Promise<void> {
-  const spec = version === undefined ? name : `${name}=${version}`;
-  const args = ['install', '-y', '--allow-downgrades', ...(reinstall ? ['--reinstall'] : []), spec];
-  const refreshed = await refreshLists(ctx);
-  let r = await aptGet(ctx, args);
-  if (r.code !== 0 && NOT_FOUND.test(r.stdout + r.stderr) && !refreshed) {
-    await refreshLists(ctx, true);
-    r = await aptGet(ctx, args);
-  }
-  if (r.code === 0) return;
-  if (NOT_FOUND.test(r.stdout + r.stderr)) {
-    const what = version === undefined ? name : `version ${version} of ${name}`;
-    throw aptFailure(`apt-get install ${spec}`, r, `the package sources of this machine do not offer ${what}: publish it to the fleet's package repository, or declare a version it has`, 'E_PACKAGE_NOT_FOUND');
-  }
-  throw aptFailure(`apt-get install ${spec}`, r, 'fix the cause above (the package or the machine); the next pass tries again');
-}
-
-/** `apt-get remove NAME`, refused when apt would also remove packages that depend on it. */
-export async function removePackage(ctx: ResourceContext, name: string): Promise<void> {
-  const plan = await aptGet(ctx, ['-s', 'remove', name]);
-  if (plan.code !== 0) throw aptFailure(`apt-get remove ${name}`, plan, 'fix the cause above; the next pass tries again');
-  const others = [...plan.stdout.matchAll(/^Remv (\S+)/gm)].map((m) => m[1]!).filter((p) => p.split(':')[0] !== name);
-  if (others.length > 0) {
-    throw new MeshError('E_PACKAGE_NEEDED', `removing ${name} would also remove what depends on it (${others.join(', ')}): mesh removes only what it was asked to; remove or un-declare those first, or keep ${name} declared`, { data: { name, others } });
-  }
-  const r = await aptGet(ctx, ['remove', '-y', name]);
-  if (r.code !== 0) throw aptFailure(`apt-get remove ${name}`, r, 'fix the cause above; the next pass tries again');
-}

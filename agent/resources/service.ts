@@ -8,7 +8,6 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { ServiceResource } from '../../schema/declaration.js';
-import type { HandlerExtras } from '../apply.js';
 import { MeshError } from '../../core/errors.js';
 import type { Handler, ResourceContext } from './handler.js';
 
@@ -81,7 +80,8 @@ export async function restartService(r: ServiceResource, ctx: ServiceContext, ch
   return { change: `restarted: ${because}` };
 }
 
-export const serviceHandler: Handler<ServiceResource> & HandlerExtras<ServiceResource> = {
+export const serviceHandler: Handler<ServiceResource> = {
+  needs: (r) => (r.restartOn ?? []).flatMap((p) => ['file', 'directory', 'symlink'].map((type) => ({ id: `${type}:${p}`, field: 'restartOn' }))),
   unverifiable: serviceUnverifiable,
   watches: (r) => r.restartOn ?? [],
   refresh: restartService,

@@ -4,30 +4,23 @@ import { basename, dirname, join } from 'node:path';
 import type { SymlinkResource } from '../../schema/declaration.js';
 import { fsyncDir } from '../atomic.js';
 import { MeshError } from '../../core/errors.js';
-import { assertNoSymlinkParents, underRoot } from '../paths.js';
-import type { Handler } from './handler.js';
-import { readNode, restoreNode, type NodeState } from './node.js';
+import { assertNoSymlinkParents } from '../paths.js';
+import { readNode, type NodeState } from './node.js';
+import { assertParent, nodeHandler } from './node-handler.js';
 
 /** A regular file replaced by a link is kept for restore; larger ones are refused, as for `file`. */
 const MAX_PRIOR_BYTES = 1024 * 1024;
 
-export const symlinkHandler: Handler<SymlinkResource> = {
-  async read(r, ctx) {
-    return readNode(ctx.root, r.path, false);
-  },
+export const symlinkHandler = nodeHandler<SymlinkResource>('symlink', {
+  withContent: false,
+  should: (r) => `a symlink to ${r.target}`,
 
-  diff(r, observed) {
-    const now = observed as NodeState | null;
-    if (r.ensure === 'absent') return now ? [`${now.kind} exists, should be absent`] : [];
-    if (!now) return [`absent, should be a symlink to ${r.target}`];
-    if (now.kind !== 'symlink') return [`is a ${now.kind}, should be a symlink to ${r.target}`];
+  diff(r, now) {
     return now.target === r.target ? [] : [`target ${now.target} → ${r.target}`];
   },
 
-  async apply(r, observed, ctx) {
+  async apply(r, now, real, ctx) {
     assertNoSymlinkParents(ctx.root, r.path);
-    const real = underRoot(ctx.root, r.path);
-    const now = observed as NodeState | null;
     if (now && now.kind !== 'symlink' && now.kind !== 'file') {
       throw new MeshError('E_CONFLICT', `${r.path} is a ${now.kind}; mesh replaces only files and symlinks with a symlink`);
     }
@@ -36,10 +29,7 @@ export const symlinkHandler: Handler<SymlinkResource> = {
       if (now) unlinkSync(real);
       return;
     }
-    const parent = readNode(ctx.root, dirname(r.path), false);
-    if (parent?.kind !== 'directory') {
-      throw new MeshError('E_NO_PARENT', `the parent directory of ${r.path} does not exist: declare it as a directory resource before this symlink`);
-    }
+    assertParent(ctx, r.path, 'this symlink');
     // Make the link beside its place and rename it over: rename never follows a link, and a crash leaves old or new.
     const tmp = join(dirname(real), `.${basename(real)}.${process.pid}.tmp`);
     rmSync(tmp, { force: true });
@@ -54,10 +44,6 @@ export const symlinkHandler: Handler<SymlinkResource> = {
     if ((now.size ?? 0) > MAX_PRIOR_BYTES) {
       throw new MeshError('E_TOO_LARGE', `${r.path} is a file larger than ${MAX_PRIOR_BYTES} bytes; mesh keeps a copy of what it replaces, so move the file away first`);
     }
-    return { existed: true, state: readNode(ctx.root, r.path, true) };
+    return { existed: true, state: readNode(ctx, r.path, true) };
   },
-
-  async remove(record, ctx) {
-    return restoreNode(ctx, record);
-  },
-};
+});

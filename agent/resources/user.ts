@@ -5,8 +5,8 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { UserResource } from '../../schema/declaration.js';
-import { readGroup, readPasswd, shadowTool } from './accounts.js';
-import type { Handler, ResourceContext } from './handler.js';
+import { accountHandler, readGroup, readPasswd, shadowTool, type AccountKind } from './accounts.js';
+import type { ResourceContext } from './handler.js';
 
 export interface UserState extends Record<string, unknown> {
   uid: number;
@@ -52,17 +52,23 @@ function options(want: Wanted, now: UserState | null): string[] {
   ];
 }
 
-export const userHandler: Handler<UserResource> = {
-  async read(r, ctx) {
-    return readState(ctx, r.name);
+const userAccount: AccountKind<UserState> = {
+  kind: 'user',
+  earlier: 'fields',
+  read: readState,
+  differences,
+  async recreate(ctx, name, before) {
+    await shadowTool(ctx, 'useradd', ['--no-create-home', ...options(before, null), name]);
+    return `re-created user ${name} with its earlier uid, groups, home and shell (not its password)`;
   },
+  async restore(ctx, name, before, now, changed) {
+    await shadowTool(ctx, 'usermod', [...options(before, now), name]);
+    return `restored user ${name}: ${changed.join('; ')}`;
+  },
+};
 
-  // `system` only picks the uid range when the user is created; it is not compared afterwards.
-  diff(r, observed) {
-    const now = observed as UserState | null;
-    if (r.ensure === 'absent') return now ? ['exists, should be absent'] : [];
-    return now ? differences(r, now) : ['absent, should exist'];
-  },
+export const userHandler = accountHandler<UserResource, UserState>(userAccount, {
+  diff: differences,
 
   async apply(r, observed, ctx) {
     const now = observed as UserState | null;
@@ -74,27 +80,7 @@ export const userHandler: Handler<UserResource> = {
     else if (options(r, now).length > 0) await shadowTool(ctx, 'usermod', [...options(r, now), r.name]);
   },
 
-  async prior(_r, observed) {
-    return { existed: observed !== null, state: observed };
+  needs(r) {
+    return [r.group, ...(r.groups ?? [])].flatMap((g) => (g ? [{ id: `group:${g}`, field: g === r.group ? 'group' : 'groups' }] : []));
   },
-
-  // A user that was there before is never deleted: the fields mesh changed are put back.
-  async remove(record, ctx) {
-    const name = String(record.resource.name);
-    const before = (record.prior?.state ?? null) as UserState | null;
-    const now = readState(ctx, name);
-    if (!record.prior?.existed) {
-      if (now) await shadowTool(ctx, 'userdel', [name]);
-      return undefined;
-    }
-    if (!before) return `left user ${name} as it is: it existed before mesh took it over, and its earlier fields are not known`;
-    if (!now) {
-      await shadowTool(ctx, 'useradd', ['--no-create-home', ...options(before, null), name]);
-      return `re-created user ${name} with its earlier uid, groups, home and shell (not its password)`;
-    }
-    const changed = differences(before, now);
-    if (changed.length === 0) return `left user ${name} in place: it existed before mesh took it over`;
-    await shadowTool(ctx, 'usermod', [...options(before, now), name]);
-    return `restored user ${name}: ${changed.join('; ')}`;
-  },
-};
+});

@@ -1,53 +1,14 @@
 /**
- * Loading a node's declaration from a fleet commit: every .yaml under nodes/<node>/ except
- * node.yaml, in file-name order, with role includes resolved from the same commit and
- * `source` files read from next to the declaration. All problems are collected, each with
- * file, line and column; nothing is applied unless there are none.
+ * Loading a node's declaration with the parser at hand: for the programs that parse anyway
+ * (mesh-cli, enrolment, the self-test). The host's passes use `loadDeclarationWith` and a
+ * parser that main.ts loads only when a cached declaration does not answer.
  */
-import { createHash } from 'node:crypto';
-import type { Resource } from '../../schema/declaration.js';
-import type { Problem } from '../errors.js';
+import { loadDeclarationWith, type DeclarationResult, type TreeReader } from './declaration.js';
+import { parseDeclaration } from './parse.js';
 
-/** Read access to one commit of the fleet repo (git objects, a folder, or a checkout). */
-export interface TreeReader {
-  /** Names of the files directly in `dir` (repo-relative, no trailing slash); null when `dir` does not exist. */
-  list(dir: string): Promise<string[] | null>;
-  /** Text of the file at `path`; null when it does not exist. */
-  read(path: string): Promise<string | null>;
-  /** Optional cache: `node`'s declaration as loaded earlier from files that still read the same, or null. */
-  cached?(node: string): Promise<Declaration | null>;
-  /** Optional cache: keep `declaration`, loaded from what was read since `cached` answered null. */
-  remember?(declaration: Declaration): void;
-}
-
-export interface Declaration {
-  node: string;
-  /** Repo-relative files that make up the declaration, roles included. */
-  files: string[];
-  resources: Resource[];
-  /** sha256 over the resolved resources: equal digests mean the same declaration. */
-  digest: string;
-}
-
-export type DeclarationResult = { ok: true; declaration: Declaration } | { ok: false; problems: Problem[]; files: string[] };
-
-/** Folder of `node`'s declaration in the fleet repo. */
-export function nodeDir(node: string): string {
-  return `nodes/${node}`;
-}
+export { digestOf, loadDeclarationWith, nodeDir, type Declaration, type DeclarationResult, type ParseDeclaration, type TreeReader } from './declaration.js';
 
 /** Load, validate and resolve `node`'s declaration. A missing folder is an empty declaration. */
-export async function loadDeclaration(tree: TreeReader, node: string): Promise<DeclarationResult> {
-  // Parsing is most of a no-op pass: a reader that keeps a cache may answer without it.
-  const hit = await tree.cached?.(node);
-  if (hit) return { ok: true, declaration: hit };
-  const { parseDeclaration } = await import('./parse.js'); // the YAML parser and schemas, only when there is parsing to do
-  const result = await parseDeclaration(tree, node);
-  if (result.ok) tree.remember?.(result.declaration);
-  return result;
-}
-
-/** Stable digest of a resolved declaration. */
-export function digestOf(resources: Resource[]): string {
-  return 'sha256:' + createHash('sha256').update(JSON.stringify(resources)).digest('hex');
+export function loadDeclaration(tree: TreeReader, node: string): Promise<DeclarationResult> {
+  return loadDeclarationWith(tree, node, async () => parseDeclaration);
 }

@@ -5,7 +5,7 @@
  */
 import { DeclarationFile, RoleFile, resourceId, type Resource } from '../../schema/declaration.js';
 import { loadYaml, positionIn } from '../load.js';
-import { digestOf, nodeDir, type DeclarationResult, type TreeReader } from './load.js';
+import { digestOf, nodeDir, type DeclarationResult, type TreeReader } from './declaration.js';
 import type { Problem } from '../errors.js';
 
 /** Load, validate and resolve `node`'s declaration from `tree`, collecting every problem. */

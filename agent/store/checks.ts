@@ -1,12 +1,12 @@
 /**
  * The store's schemas: what a snapshot and a journal line must look like. They are needed
  * only when something must be validated (a snapshot whose bytes are not the ones last written,
- * or journal lines left by a pass that stopped), so store-core.ts can open a store without
- * building them; store.ts binds them for every caller that opens stores synchronously.
+ * or journal lines left by a pass that stopped), so store/core.ts can open a store without
+ * building them; store/store.ts opens stores with them for every caller that needs no laziness.
  */
 import * as z from 'zod';
-import { OwnedRecord } from '../schema/report.js';
-import { corrupt } from './store-snapshot.js';
+import { OwnedRecord } from '../../schema/report.js';
+import { corrupt } from './errors.js';
 
 export const StoreFile = z.strictObject({
   format: z.literal(1),

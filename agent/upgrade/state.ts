@@ -11,14 +11,13 @@
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import * as z from 'zod';
-import { loadYamlOrThrow } from '../core/load.js';
-import { writeFileAtomic } from './atomic.js';
-import { readConfig } from './config.js';
-import { MeshError } from '../core/errors.js';
-import { underRoot, type HostPaths } from './paths.js';
-import { aptFailure, aptGet, queryInstalled, refreshLists } from './resources/apt.js';
-import type { ResourceContext } from './resources/handler.js';
-import { installPackage } from './resources/package.js';
+import { loadYamlOrThrow } from '../../core/load.js';
+import { writeFileAtomic } from '../atomic.js';
+import { readConfig } from '../config.js';
+import { MeshError } from '../../core/errors.js';
+import { underRoot, type HostPaths } from '../paths.js';
+import { aptFailure, aptGet, installPackage, queryInstalled, refreshLists } from '../resources/apt.js';
+import type { HostContext } from '../resources/handler.js';
 
 const Stamp = z.strictObject({ version: z.string(), at: z.string() });
 const UpgradeState = z.strictObject({
@@ -65,7 +64,7 @@ export function debFileName(name: string, version: string): string {
 }
 
 /** Record `version` as the last good one and keep its bundle and .deb. Returns why the .deb could not be kept, if so. */
-export async function keepLastGood(ctx: ResourceContext, paths: HostPaths, name: string, version: string): Promise<string | undefined> {
+export async function keepLastGood(ctx: HostContext, paths: HostPaths, name: string, version: string): Promise<string | undefined> {
   const dir = lastGoodDir(paths);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   copyAtomic(underRoot(ctx.root, BUNDLE), join(dir, 'mesh-host.mjs'));
@@ -86,7 +85,7 @@ export async function keepLastGood(ctx: ResourceContext, paths: HostPaths, name:
 }
 
 /** Install `version` of the host package again: from its kept .deb when that is the one kept, else from the package repository. */
-export async function reinstallHost(ctx: ResourceContext, paths: HostPaths, name: string, version: string): Promise<void> {
+export async function reinstallHost(ctx: HostContext, paths: HostPaths, name: string, version: string): Promise<void> {
   const kept = join(lastGoodDir(paths), debFileName(name, version));
   if (existsSync(kept)) {
     const r = await aptGet(ctx, ['install', '-y', '--allow-downgrades', kept]);
@@ -101,7 +100,7 @@ export async function reinstallHost(ctx: ResourceContext, paths: HostPaths, name
 }
 
 /** `apt-get install --download-only --reinstall NAME=VERSION` into `dir` (the host was installed some other way than through apt). */
-async function download(ctx: ResourceContext, dir: string, name: string, version: string): Promise<undefined> {
+async function download(ctx: HostContext, dir: string, name: string, version: string): Promise<undefined> {
   mkdirSync(join(dir, 'partial'), { recursive: true });
   try {
     await refreshLists(ctx);

@@ -1,5 +1,6 @@
 /**
- * The host upgrading itself through its own declaration. The engine calls in at three points:
+ * The host upgrading itself through its own declaration. It comes in at three points; the first
+ * two are the change hooks of the `package` handler for the host's own package (package.ts):
  *
  *   before the `package` step of the host's own package: refuse a version that was rejected on
  *     this machine (failed its self-test, or was rolled back), so that it is not installed again;
@@ -13,7 +14,7 @@
  *
  * Rollback, and why this design: a new version is only trusted after it completed a pass whose
  * report reached the fleet; then it marks itself the last good version and keeps its own bundle
- * and .deb (upgrade-state.ts). A version that passed the smoke run but cannot stay up is caught
+ * and .deb (upgrade/state.ts). A version that passed the smoke run but cannot stay up is caught
  * by the service manager, not by its own code, because broken code cannot be relied on to notice:
  * a crash loop hits the unit's start limit, and a hang (no pass completed within the probation,
  * MESH_HOST_PROBATION, default 15m) exits PROBATION_EXIT, which the unit does not restart. The
@@ -24,35 +25,37 @@
  * the probation: a fleet outage during an upgrade is not a reason to roll back.
  */
 import { existsSync } from 'node:fs';
-import { MeshError, messageOf } from '../core/errors.js';
-import type { Logger } from './log.js';
-import { hostPaths, underRoot } from './paths.js';
-import type { Step } from '../core/plan.js';
-import type { PassResult } from './reconcile.js';
-import { queryInstalled, type Installed } from './resources/apt.js';
-import type { Observed, ResourceContext } from './resources/handler.js';
-import { removePackage } from './resources/package.js';
-import { BUNDLE, hostPackageName, keepLastGood, readUpgradeState, reinstallHost, updateUpgradeState } from './upgrade-state.js';
-import type { ResourceResult } from '../schema/report.js';
-import type { PackageResource } from '../schema/declaration.js';
-import { HOST_VERSION } from '../core/version.js';
+import { MeshError, messageOf } from '../../core/errors.js';
+import type { Logger } from '../log.js';
+import { hostPaths, underRoot } from '../paths.js';
+import { queryInstalled, removePackage, type Installed } from '../resources/apt.js';
+import type { HostContext, HostUpgrade, ResourceContext } from '../resources/handler.js';
+import { BUNDLE, hostPackageName, keepLastGood, readUpgradeState, reinstallHost, updateUpgradeState } from './state.js';
+import { HOST_VERSION } from '../../core/version.js';
+import type { PackageResource } from '../../schema/declaration.js';
+import type { ResourceResult } from '../../schema/report.js';
+import type { Observed } from '../../core/plan.js';
 
 /** Exit status of a new version that completed no pass within its probation; the unit's RestartPreventExitStatus. */
 export const PROBATION_EXIT = 69;
 
+/** The package handler's hooks for the host's own package (it calls them only for that package, installed or changed). */
+export const hostUpgrade: HostUpgrade = {
+  beforeChange: async (r, ctx) => refuseRejectedHost(r, ctx),
+  afterChange: smokeTestHost,
+};
+
 /** Refuse the host's own package at a version rejected on this machine (throws; the engine fails the line). */
-export function refuseRejectedHost(step: Step, ctx: ResourceContext): void {
-  const r = hostPackageStep(step, ctx);
-  if (!r?.version) return;
+function refuseRejectedHost(r: PackageResource, ctx: ResourceContext): void {
+  if (!r.version) return;
   const { rejected, lastGood } = readUpgradeState(hostPaths(ctx.root));
   if (rejected?.version !== r.version) return;
   throw new MeshError('E_HOST_REJECTED', `${r.name} ${r.version} is refused on this machine since ${rejected.at}: ${rejected.reason}\ndeclare another version${lastGood ? ` (${lastGood.version} is the last good one)` : ''}; declaring ${r.version} again after another one tries it again`);
 }
 
 /** After the host's own package was installed: smoke-test the new binary; on failure put the previous version back and throw. */
-export async function smokeTestHost(step: Step, line: ResourceResult, before: Observed, ctx: ResourceContext): Promise<ResourceResult> {
-  const r = hostPackageStep(step, ctx);
-  if (!r || (line.result !== 'created' && line.result !== 'updated')) return line;
+async function smokeTestHost(r: PackageResource, line: ResourceResult, before: Observed, ctx: ResourceContext): Promise<ResourceResult> {
+  if (line.result !== 'created' && line.result !== 'updated') return line;
   const paths = hostPaths(ctx.root);
   const installed = (await queryInstalled(ctx, r.name))?.version ?? '?';
   const smoke = await selfTest(ctx, installed);
@@ -108,21 +111,17 @@ async function loadError(ctx: ResourceContext): Promise<string[]> {
   return r.code === 0 ? [] : r.stderr.split('\n').filter((l) => /^\s*[A-Z]\w*Error\b/.test(l)).slice(0, 2);
 }
 
-/** The declared `package` step of the host's own package, when `step` installs or changes it. */
-function hostPackageStep(step: Step, ctx: ResourceContext): PackageResource | null {
-  if (step.action !== 'change' || step.resource.type !== 'package' || step.resource.ensure === 'absent') return null;
-  return step.resource.name === hostPackageName(hostPaths(ctx.root)) ? step.resource : null;
-}
-
 export interface UpgradeWatch {
-  /** After each pass: marks this version good once a report reached the fleet; true when the host must exit for the supervisor to start its new version. */
-  passed(pass: PassResult): Promise<boolean>;
+  /** After each pass: marks this version good once a report reached the fleet (`sent`); true when the host must exit for the supervisor to start its new version. */
+  passed(pass: { sent: boolean }): Promise<boolean>;
 }
 
-/** Watch the reconcile loop for upgrades: arms the probation when this version was just installed and has not proven itself. */
-export function watchUpgrade(ctx: ResourceContext, log: Logger, loop: boolean): UpgradeWatch {
+/**
+ * Watch the reconcile loop for upgrades: arms the probation (`probationMs`, MESH_HOST_PROBATION
+ * read by main.ts) when this version was just installed and has not proven itself.
+ */
+export function watchUpgrade(ctx: HostContext, log: Logger, loop: boolean, probationMs: number): UpgradeWatch {
   const paths = hostPaths(ctx.root);
-  const probationMs = parseProbation(process.env.MESH_HOST_PROBATION);
   let probation: NodeJS.Timeout | undefined;
   const arm = () => {
     clearTimeout(probation);
@@ -159,13 +158,14 @@ export function watchUpgrade(ctx: ResourceContext, log: Logger, loop: boolean): 
 }
 
 /** Whether the root's dpkg has the host package installed at this process's own version. */
-async function installedIsMe(ctx: ResourceContext, name: string): Promise<boolean> {
+async function installedIsMe(ctx: HostContext, name: string): Promise<boolean> {
   if (!existsSync(underRoot(ctx.root, `/var/lib/dpkg/info/${name}.list`))) return false;
   const now = await queryInstalled(ctx, name);
   return now?.version === HOST_VERSION && now.status === 'installed';
 }
 
-function parseProbation(text: string | undefined): number {
+/** MESH_HOST_PROBATION: a number with ms, s (the default unit), m or h; 15 minutes when unset or unreadable. */
+export function parseProbation(text: string | undefined): number {
   const m = /^(\d+)(ms|s|m|h)?$/.exec(text?.trim() ?? '');
   return m ? Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] ?? 's']! : 15 * 60_000;
 }

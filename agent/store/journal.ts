@@ -1,13 +1,14 @@
 /**
  * The store's journal: an append-only file of JSON lines, one per record put or dropped since
- * the last snapshot (see store.ts). Only complete lines count: a crash in the middle of an
+ * the last snapshot (see store/core.ts). Only complete lines count: a crash in the middle of an
  * append leaves an incomplete last line, which is ignored and cut off before the next append.
  */
 import { closeSync, fdatasyncSync, ftruncateSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { fsyncDir } from './atomic.js';
-import type { Entry, StoreChecks } from './store-checks.js';
-import { ChecksNeeded, parseJson } from './store-snapshot.js';
+import { fsyncDir } from '../atomic.js';
+import type { Entry, StoreChecks } from './checks.js';
+import { ChecksNeeded } from './errors.js';
+import { parseJson } from './snapshot.js';
 
 export type { Entry };
 

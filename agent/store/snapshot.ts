@@ -3,22 +3,16 @@
  * atomically. Beside it, store.json.sum holds the sha256 of the bytes last written: a snapshot
  * that still has exactly those bytes is not validated again (that is a tenth of a pass that
  * changes nothing), while any other snapshot, edited or damaged, is validated in full by the
- * schemas in store-checks.ts.
+ * schemas in store/checks.ts.
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { writeFileAtomic } from './atomic.js';
-import { MeshError } from '../core/errors.js';
-import type { StoreChecks, StoreData } from './store-checks.js';
+import { writeFileAtomic } from '../atomic.js';
+import type { Faults } from '../fault.js';
+import type { StoreChecks, StoreData } from './checks.js';
+import { ChecksNeeded, corrupt } from './errors.js';
 
 export type { StoreData };
-
-/** Thrown instead of validating when no checks were given: the caller loads them and opens again. */
-export class ChecksNeeded extends Error {
-  constructor(readonly where: string) {
-    super(`${where} must be validated, and the store's schemas are not loaded`);
-  }
-}
 
 /** The store of a machine the host has never recorded anything on. */
 export function emptyStore(): StoreData {
@@ -39,9 +33,9 @@ export function readSnapshot(path: string, checks: StoreChecks | null): StoreDat
 }
 
 /** Write `data` durably as the snapshot at `path` (temp file, fsync, rename, directory fsync), then its sum. */
-export function writeSnapshot(path: string, data: StoreData): void {
+export function writeSnapshot(path: string, data: StoreData, faults: Faults): void {
   const text = JSON.stringify(data, null, 1) + '\n';
-  writeFileAtomic(path, text, 0o600);
+  writeFileAtomic(path, text, 0o600, { faults });
   try {
     writeFileSync(`${path}.sum`, sumOf(text)); // no fsync: a sum lost or torn only means a full validation
   } catch {
@@ -66,14 +60,4 @@ export function parseJson(text: string, where: string): unknown {
   } catch (e) {
     throw corrupt(where, e instanceof Error ? e.message : String(e));
   }
-}
-
-/** The error for a store that exists but cannot be read: the host changes nothing until a person acts. */
-export function corrupt(path: string, why: string): MeshError {
-  return new MeshError(
-    'E_STORE_UNREADABLE',
-    `the store ${path} cannot be read (${why}). mesh-host will not change anything until a person looks: ` +
-      `restore the file from backup, or move it away and re-enrol so the owned set is recovered from the last report`,
-    { next: 'human', data: { path } },
-  );
 }

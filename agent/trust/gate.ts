@@ -1,17 +1,17 @@
 /**
- * The trust stage of a pass (reconcile.ts): the tip that contact found is checked (trust.ts)
+ * The trust stage of a pass (reconcile.ts): the tip that contact found is checked (trust/check.ts)
  * before anything reads from it. An accepted tip becomes the anchor; a refused one is reported
  * as `untrusted`, and the host keeps reconciling the last commit it accepted, so drift is still
  * corrected while whoever pushed the refused commit gets nothing from it. Also here: what a
  * refused credential (HTTP 401 from the fleet server) means to the host.
  */
-import type { Report, Signer } from '../schema/report.js';
-import { readCommitBytes } from './ancestry.js';
-import { MeshError } from '../core/errors.js';
-import type { Host } from './host.js';
-import type { ReportBody } from './report.js';
-import { checkTip, type Refusal } from './trust.js';
-import { keysOfLines, readTrust, writeTrust, type TrustState } from './trust-state.js';
+import type { Report, Signer } from '../../schema/report.js';
+import { readCommitBytes } from '../ancestry.js';
+import { MeshError } from '../../core/errors.js';
+import type { Host } from '../host.js';
+import type { ReportBody } from '../report.js';
+import { checkTip, type Refusal } from './check.js';
+import { keysOfLines, readTrust, writeTrust, type TrustState } from './state.js';
 
 export interface Gate {
   /** The commit to reconcile: the tip when it was accepted, else the last accepted commit (null: none yet). */

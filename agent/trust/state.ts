@@ -9,10 +9,10 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as z from 'zod';
-import { Signer } from '../schema/report.js';
-import { writeFileAtomic } from './atomic.js';
-import { MeshError } from '../core/errors.js';
-import type { HostPaths } from './paths.js';
+import { Signer } from '../../schema/report.js';
+import { writeFileAtomic } from '../atomic.js';
+import { MeshError } from '../../core/errors.js';
+import type { HostPaths } from '../paths.js';
 
 export const TrustedKey = z.strictObject({ name: z.string().nullable(), key: z.string() });
 export type TrustedKey = z.infer<typeof TrustedKey>;

@@ -9,14 +9,14 @@
  * part of what the signature covers, so a server that replays an old `any` marker to a host that
  * has moved on since cannot roll it back again.
  */
-import { loadYaml } from '../core/load.js';
-import { MeshConfig } from '../schema/fleet.js';
-import type { Signer } from '../schema/report.js';
-import { descendsDeepening, readCommitBytes } from './ancestry.js';
-import { parseCommitObject, trailers, type CommitObject } from '../core/git/commit.js';
-import type { TreeReader } from '../core/declaration/load.js';
-import { fingerprint, sameKey, verifySsh } from '../core/sign/sshsig.js';
-import { keysOfLines, type TrustedKey, type TrustState } from './trust-state.js';
+import { loadYaml } from '../../core/load.js';
+import { MeshConfig } from '../../schema/fleet.js';
+import type { Signer } from '../../schema/report.js';
+import { descendsDeepening, readCommitBytes } from '../ancestry.js';
+import { parseCommitObject, trailers, type CommitObject } from '../../core/git/commit.js';
+import type { TreeReader } from '../../core/declaration/declaration.js';
+import { fingerprint, sameKey, verifySsh } from '../../core/sign/sshsig.js';
+import { keysOfLines, type TrustedKey, type TrustState } from './state.js';
 
 export const ROLLBACK_TRAILER = 'Mesh-Allow-Rollback';
 

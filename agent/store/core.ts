@@ -4,8 +4,8 @@
  * that exists but cannot be read stops the host rather than letting it start from empty and
  * forget what it owns.
  *
- * On disk it is a snapshot, store.json (store-snapshot.ts, rewritten atomically by `save`),
- * and a journal, store.json.journal (store-journal.ts): one JSON line per record put or dropped
+ * On disk it is a snapshot, store.json (store/snapshot.ts, rewritten atomically by `save`),
+ * and a journal, store.json.journal (store/journal.ts): one JSON line per record put or dropped
  * since that snapshot, so that recording a resource costs one short append instead of
  * rewriting every record. Intents (`intend`, all of a pass's at once) and drops are fsynced
  * before they return, because the change after an intent must never be an orphan. A verified record is appended without
@@ -13,21 +13,14 @@
  * pass reads the resource back and verifies it again. Each journal line names the snapshot it
  * follows (`epoch`), so lines already folded into a newer snapshot are never applied twice.
  */
-import type { OwnedRecord } from '../schema/report.js';
-import { crashNow, faultDue } from './fault.js';
-import type { StoreChecks } from './store-checks.js';
-import { Journal, type Entry } from './store-journal.js';
-import { ChecksNeeded, emptyStore, readSnapshot, writeSnapshot, type StoreData } from './store-snapshot.js';
+import type { OwnedRecord } from '../../schema/report.js';
+import { crashNow, noFaults, type Faults } from '../fault.js';
+import type { StoreChecks } from './checks.js';
+import { ChecksNeeded } from './errors.js';
+import { Journal, type Entry } from './journal.js';
+import { emptyStore, readSnapshot, writeSnapshot, type StoreData } from './snapshot.js';
 
 export { emptyStore, type StoreData };
-
-/** The schemas `open` validates with; store.ts sets them for every caller that imports it. */
-let boundChecks: StoreChecks | null = null;
-
-/** Validate with `checks` in every `Store.open` that is not given its own. */
-export function bindStoreChecks(checks: StoreChecks): void {
-  boundChecks = checks;
-}
 
 export class Store {
   private index = new Map<string, number>();
@@ -41,38 +34,40 @@ export class Store {
     private readonly journal: Journal,
     /** The epoch of the snapshot on disk, kept here so that nothing done to `data` can change which lines follow it. */
     private epoch: number,
+    /** The crash test's points (after-change, after-drop; mid-write of the snapshot). */
+    private readonly faults: Faults,
   ) {}
 
   /**
    * Open the store at `path`; a missing file is a fresh store, an unreadable one is an error a
    * person must look at. Whatever is not exactly as this host last wrote it is validated with
-   * `checks`; with none (neither given nor bound), it throws ChecksNeeded instead.
+   * `checks`; with none, it throws ChecksNeeded instead (store/store.ts opens with the checks).
    */
-  static open(path: string, checks: StoreChecks | null = boundChecks): Store {
+  static open(path: string, checks: StoreChecks | null, faults: Faults = noFaults): Store {
     const snapshot = readSnapshot(path, checks);
     const journal = new Journal(`${path}.journal`);
     const epoch = snapshot?.epoch ?? 0;
     const replay = journal.entries(checks).filter((e) => e.epoch === epoch);
     // Without a snapshot, lines of epoch 0 are a first pass that stopped before its first save: not a lost store.
-    const store = new Store(path, snapshot ?? emptyStore(), snapshot === null && replay.length === 0, journal, epoch);
+    const store = new Store(path, snapshot ?? emptyStore(), snapshot === null && replay.length === 0, journal, epoch, faults);
     for (const entry of replay) store.applyEntry(entry);
     return store;
   }
 
-  /** `open`, loading the schemas only when something must be validated: a store left as written needs none. */
-  static async openLoading(path: string): Promise<Store> {
+  /** `open`, loading the schemas (with `loadChecks`) only when something must be validated: a store left as written needs none. */
+  static async openLoading(path: string, loadChecks: () => Promise<StoreChecks>, faults: Faults = noFaults): Promise<Store> {
     try {
-      return Store.open(path, boundChecks);
+      return Store.open(path, null, faults);
     } catch (e) {
       if (!(e instanceof ChecksNeeded)) throw e;
     }
-    return Store.open(path, (await import('./store-checks.js')).storeChecks);
+    return Store.open(path, await loadChecks(), faults);
   }
 
   /** Write the store durably, folding the journal into a new snapshot. */
   save(): void {
     this.epoch += 1;
-    writeSnapshot(this.path, { ...this.data, epoch: this.epoch });
+    writeSnapshot(this.path, { ...this.data, epoch: this.epoch }, this.faults);
     this.journal.clear();
   }
 
@@ -90,7 +85,7 @@ export class Store {
   put(record: OwnedRecord): void {
     this.journal.add({ epoch: this.epoch, put: record }, record.state === 'intent');
     this.applyEntry({ epoch: 0, put: record });
-    if (record.state !== 'intent' && faultDue('after-change')) crashNow();
+    if (record.state !== 'intent' && this.faults.due('after-change')) crashNow();
   }
 
   /** Record the intents of the changes a pass is about to make: one append and one sync for all of them, on disk when this returns. */
@@ -104,7 +99,7 @@ export class Store {
   drop(id: string): void {
     this.journal.add({ epoch: this.epoch, drop: id }, true);
     this.applyEntry({ epoch: 0, drop: id });
-    if (faultDue('after-drop')) crashNow();
+    if (this.faults.due('after-drop')) crashNow();
   }
 
   private applyEntry(entry: Entry): void {

@@ -5,14 +5,14 @@
  * in the node's last report, so deleting the host's state does not open the door to a rollback.
  */
 import { existsSync } from 'node:fs';
-import type { NodeIdentity } from '../schema/fleet.js';
-import type { TokenFile } from '../schema/token.js';
-import type { LastReport } from './briefing.js';
-import { MeshError } from '../core/errors.js';
-import type { HostPaths } from './paths.js';
-import type { Store } from './store.js';
-import { keysOfLines, readTrust, trustPath, type TrustState } from './trust-state.js';
-import { verifyReport } from '../core/report/verify.js';
+import type { NodeIdentity } from '../../schema/fleet.js';
+import type { TokenFile } from '../../schema/token.js';
+import type { LastReport } from '../briefing.js';
+import { MeshError } from '../../core/errors.js';
+import type { HostPaths } from '../paths.js';
+import type { Store } from '../store/store.js';
+import { keysOfLines, readTrust, trustPath, type TrustState } from './state.js';
+import { verifyReport } from '../../core/report/verify.js';
 
 /** The trust state to write at enrolment (recovering the store's last applied commit too, when the store is new). */
 export function enrolmentTrust(paths: HostPaths, token: TokenFile, last: LastReport | null, identity: NodeIdentity, store: Store): TrustState {
