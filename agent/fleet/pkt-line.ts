@@ -1,9 +1,9 @@
 /**
- * Git's pkt-line framing (protocol v2 requests and responses, receive-pack's report-status):
+ * Git's pkt-line framing :
  * four hex digits of length, then the payload; 0000 flush, 0001 delim, 0002 response-end.
- * Used by the host's poll and push and by mesh-cli's fetch of report branches.
+ * The host's poll (ls-refs.ts) and its report push (push.ts) speak it.
  */
-import { MeshError } from '../errors.js';
+import { MeshError } from '../../core/errors.js';
 
 /** One pkt-line: four hex digits of length, then the line. */
 export function pktLine(line: string): string {
@@ -36,12 +36,7 @@ export function pktTextLines(buf: Buffer): string[] | null {
   return lines;
 }
 
-/** An `ERR message` packet as the server wrote it, or null. */
-export function errPacket(p: Buffer): string | null {
-  return p.length >= 4 && p.toString('latin1', 0, 4) === 'ERR ' ? p.toString('utf8', 4).trimEnd() : null;
-}
-
 /** The error for a response or pack that does not parse: the server (or the network) broke it; retrying may help. */
-export function brokenResponse(why: string): MeshError {
+function brokenResponse(why: string): MeshError {
   return new MeshError('E_PACK', `the server sent a broken pack or response (${why}); try again, and report a bug if it persists`, { next: 'retry' });
 }
