@@ -1,6 +1,6 @@
 /**
- * Git's pkt-line framing :
- * four hex digits of length, then the payload; 0000 flush, 0001 delim, 0002 response-end.
+ * Git's pkt-line framing: four hex digits of length, then the payload; 0000 flush, 0001 delim,
+ * 0002 response-end.
  * The host's poll (ls-refs.ts) and its report push (push.ts) speak it.
  */
 import { MeshError } from '../../core/errors.js';
