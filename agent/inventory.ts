@@ -4,7 +4,8 @@
  * file, the systemd wants folders), so a simulated machine describes itself, not the test host.
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { resourceId, type Resource } from '../schema/declaration.js';
+import type { Resource } from '../schema/declaration.js';
+import { resourceId } from '../schema/resource-id.js';
 import type { Inventory } from '../schema/report.js';
 import { messageOf } from '../core/errors.js';
 import { underRoot } from './paths.js';

@@ -6,7 +6,8 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import { plan } from '../core/plan.js';
-import { resourceId, type Resource } from '../schema/declaration.js';
+import type { Resource } from '../schema/declaration.js';
+import { resourceId } from '../schema/resource-id.js';
 import type { OwnedRecord } from '../schema/report.js';
 import { safeDiff } from './unified-diff.js';
 

@@ -131,4 +131,3 @@ export type DeclarationFile = z.infer<typeof DeclarationFile>;
 export type RoleFile = z.infer<typeof RoleFile>;
 export type Include = z.infer<typeof Include>;
 
-export { resourceId } from './resource-id.js';

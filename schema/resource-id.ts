@@ -1,6 +1,6 @@
 /**
  * A resource's identity, apart from the schemas: code that only needs ids (the host's apply
- * path) then does not build every schema at start-up. schema/declaration.ts re-exports it.
+ * path) then does not build every schema at start-up. Import it from here.
  */
 import type { Resource } from './declaration.js';
 

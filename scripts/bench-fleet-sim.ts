@@ -7,7 +7,7 @@
 import { copyFileSync, linkSync, mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { KeyObject } from 'node:crypto';
-import { resourceId } from '../schema/declaration.js';
+import { resourceId } from '../schema/resource-id.js';
 import type { HostConfig } from '../agent/config.js';
 import { loadDeclaration } from '../core/declaration/load.js';
 import { openFleetRepo, type FleetRepo } from '../agent/fleet/git.js';

@@ -3,7 +3,8 @@
  * schemas, role includes, `source` files and duplicate identities. Kept apart so that a pass
  * answered from a declaration cache does not load the parser or build the schemas.
  */
-import { DeclarationFile, RoleFile, resourceId, type Resource } from '../../schema/declaration.js';
+import { DeclarationFile, RoleFile, type Resource } from '../../schema/declaration.js';
+import { resourceId } from '../../schema/resource-id.js';
 import { loadYaml, positionIn } from '../load.js';
 import { digestOf, nodeDir, type DeclarationResult, type TreeReader } from './declaration.js';
 import type { Problem } from '../errors.js';

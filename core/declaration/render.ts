@@ -16,7 +16,8 @@
  */
 import { isScalar, type Node } from 'yaml';
 import type { Facts } from '../../schema/facts.js';
-import { DeclarationFile, RoleFile, resourceId, type Include, type Resource } from '../../schema/declaration.js';
+import { DeclarationFile, RoleFile, type Include, type Resource } from '../../schema/declaration.js';
+import { resourceId } from '../../schema/resource-id.js';
 import type { Problem } from '../errors.js';
 import { levelsOf, type FolderReader, type NodePlace } from '../fleet/layout.js';
 import { keyPositionIn, loadYaml, positionIn, type Parsed } from '../load.js';
