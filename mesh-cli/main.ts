@@ -52,9 +52,10 @@ program
   .option('--expires <duration>', 'how long the token is valid', parseDuration, 24 * 3_600_000)
   .option('--json', 'print the result as JSON (the token text included when not written to --out)')
   .option('--no-credential', 'issue no git credential for mesh-cli serve (the fleet repo is served by another git server)')
-  .action(async (node: string, o: { out?: string; url?: string; expires: number; json?: boolean; credential: boolean }) => {
+  .option('--group <path>', 'a new node goes in nodes/PATH/NODE/ (PATH: group names joined by /, e.g. web/eu); an existing node must already be there')
+  .action(async (node: string, o: { out?: string; url?: string; expires: number; json?: boolean; credential: boolean; group?: string }) => {
     const fleet = await openFleet(process.cwd());
-    const issued = await issueToken(fleet, node, { url: o.url, expiresMs: o.expires, now: new Date(), credential: o.credential });
+    const issued = await issueToken(fleet, node, { url: o.url, expiresMs: o.expires, now: new Date(), credential: o.credential, group: o.group });
     if (o.out) writeTokenFile(o.out, issued.text);
     if (o.json) console.log(JSON.stringify({ node, generation: issued.token.generation, expires: issued.token.expires, commit: issued.commit, out: o.out ?? null, ...(o.out ? {} : { token: issued.text }) }));
     else if (!o.out) process.stdout.write(issued.text);

@@ -10,6 +10,7 @@ import type { TreeReader } from '../core/declaration/load.js';
 import { MeshError } from '../core/errors.js';
 import { catFiles } from './fleet.js';
 import { git, gitOk } from './git.js';
+import { pathsReader } from './layout.js';
 
 /** git's well-known empty tree: the "parent" of a root commit. */
 export const EMPTY_TREE = '4b825dc642cb6eb9a060e54bf8d69288fbee4904';
@@ -37,32 +38,15 @@ export async function commitTree(dir: string, rev: string): Promise<FleetTree> {
   return fromFiles(new Map([...oids].map(([path, oid]) => [path, blobs.get(oid)?.toString('utf8') ?? ''])));
 }
 
-/** A tree over an in-memory map of repo-relative path → text. */
+/** A tree over an in-memory map of repo-relative path → text (its folders indexed once). */
 export function fromFiles(files: Map<string, string>): FleetTree {
-  const entries = (dir: string) => {
-    const prefix = dir === '' ? '' : `${dir}/`;
-    const names = new Set<string>();
-    const folders = new Set<string>();
-    for (const path of files.keys()) {
-      if (!path.startsWith(prefix)) continue;
-      const rest = path.slice(prefix.length);
-      const slash = rest.indexOf('/');
-      if (slash < 0) names.add(rest);
-      else folders.add(rest.slice(0, slash));
-    }
-    return { names: [...names].sort(), folders: [...folders].sort(), exists: names.size + folders.size > 0 };
-  };
+  const folders = pathsReader(files.keys());
   return {
-    async list(dir) {
-      const e = entries(dir);
-      return e.exists ? e.names : null;
-    },
+    list: (dir) => folders.list(dir),
     async read(path) {
       return files.get(path) ?? null;
     },
-    async folders(dir) {
-      return entries(dir).folders;
-    },
+    folders: (dir) => folders.folders(dir),
   };
 }
 

@@ -1,6 +1,7 @@
 /**
- * `mesh-cli retire NODE`: commit an empty declaration for NODE and mark its node.yaml
- * retired. Once pushed, the host removes everything it owns (restoring what was there
+ * `mesh-cli retire NODE`: commit an empty declaration for NODE (the files of its own folder,
+ * wherever it sits under nodes/; its groups' files stay, they are other nodes' too) and mark
+ * its node.yaml retired. Once pushed, the host removes everything it owns (restoring what was there
  * before mesh) and reports `retired` with an empty owned set. The identity is kept, so
  * those reports stay valid; `mesh-cli revoke NODE` is what withdraws it.
  */
@@ -21,12 +22,12 @@ export interface Retired {
 
 /** Empty `node`'s declaration and mark it retired, in one commit. */
 export async function retireNode(fleet: Fleet, node: string): Promise<Retired> {
-  const identity = existingIdentity(fleet, node);
-  const listed = await git(fleet.dir, ['ls-files', '-z', '--', `nodes/${node}/`]);
-  const removed = listed.split('\0').filter((f) => f && f !== `nodes/${node}/node.yaml`);
+  const { identity, dir } = await existingIdentity(fleet, node);
+  const listed = await git(fleet.dir, ['ls-files', '-z', '--', `${dir}/`]);
+  const removed = listed.split('\0').filter((f) => f && f !== `${dir}/node.yaml`);
   if (identity.retired && removed.length === 0) throw new MeshError('E_ALREADY_RETIRED', `${node} is already retired and its declaration is empty`);
   for (const f of removed) rmSync(join(fleet.dir, f), { force: true });
-  const file = writeIdentity(fleet, { ...identity, retired: true }, 'retire');
+  const file = writeIdentity(fleet, { ...identity, retired: true }, 'retire', dir);
   const commit = await commitPaths(fleet.dir, [file, ...removed.map((f) => join(fleet.dir, f))], `retire ${node}: empty declaration`);
   return { node, commit, removed };
 }

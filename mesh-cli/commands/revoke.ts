@@ -23,10 +23,10 @@ export interface Revoked {
 
 /** Revoke every identity of `node` with a new generation that has no token. */
 export async function revokeNode(fleet: Fleet, node: string): Promise<Revoked> {
-  const previous = existingIdentity(fleet, node);
+  const { identity: previous, dir } = await existingIdentity(fleet, node);
   const nodeKey = await currentNodeKey(fleet, node);
   const identity: NodeIdentity = { node, generation: previous.generation + 1, ...earlierKeys(previous), ...(previous.retired ? { retired: true } : {}) };
-  const file = writeIdentity(fleet, identity, 'revoke');
+  const file = writeIdentity(fleet, identity, 'revoke', dir);
   const commit = await commitPaths(fleet.dir, [file], `revoke ${node}: generation ${identity.generation}, no token`);
   const origin = await originUrl(fleet.dir, 'push');
   const url = origin ? withoutCredentials(origin) : 'the fleet repo';
@@ -35,7 +35,7 @@ export async function revokeNode(fleet: Fleet, node: string): Promise<Revoked> {
     nodeKey
       ? `the node key ${fingerprint(nodeKey)} (${nodeKey.split(' ').slice(0, 2).join(' ')}): remove it wherever it was trusted by hand (authorized_keys, other allowed_signers files); 'mesh-cli signers' already leaves it out once this commit is pushed`
       : `the node key of ${node}: it has no valid report, so mesh does not know it; remove any key of ${node} trusted by hand`,
-    `every secret a declaration gave ${node} (API tokens, passwords, cloud or deploy keys in nodes/${node}/ or its roles): rotate them at their providers, since the machine still holds copies`,
+    `every secret a declaration gave ${node} (API tokens, passwords, cloud or deploy keys in ${dir}/${dir.split('/').length > 2 ? ", its groups' files" : ''} or its roles): rotate them at their providers, since the machine still holds copies`,
   ];
   return { node, generation: identity.generation, commit, credentials };
 }

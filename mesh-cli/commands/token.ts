@@ -1,6 +1,7 @@
 /**
- * `mesh-cli token issue NODE`: bump the node's generation, record the token's public half
- * and expiry in nodes/NODE/node.yaml, commit, and hand back the token file — printed once,
+ * `mesh-cli token issue NODE [--group PATH]`: bump the node's generation, record the token's
+ * public half and expiry in the node's node.yaml (wherever the node sits under nodes/; a new
+ * node goes in nodes/PATH/NODE/, or nodes/NODE/ without a group), commit, and hand back the token file — printed once,
  * never stored. Pushing the commit is what makes the token valid (deploy is `git push`),
  * and it revokes every earlier identity of the node; the earlier token keys stay listed
  * (`previous`) so that the node's earlier reports remain verifiable as revoked.
@@ -10,15 +11,18 @@
  * which is what `mesh-cli serve` checks. A new token replaces the credential, and with it
  * revokes the old one on the embedded server as soon as the commit is pushed.
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { MeshError } from '../../core/errors.js';
 import { encodePrivateKey, generateKeyPair, sshPublicKey } from '../../core/sign/sshsig.js';
 import { NODE_NAME, NodeIdentity } from '../../schema/fleet.js';
 import { loadYamlOrThrow } from '../../core/load.js';
+import { MAX_GROUP_DEPTH, NODES } from '../../core/fleet/layout.js';
 import type { TokenFile } from '../../schema/token.js';
 import { commitPaths, originUrl, type Fleet } from '../fleet.js';
+import { placeOfNode } from '../layout.js';
+import { workingTree } from '../tree.js';
 import { newSecret, passwordHash } from '../server/operators.js';
 
 export interface IssuedToken {
@@ -27,12 +31,14 @@ export interface IssuedToken {
   commit: string;
 }
 
-/** Issue a token for `node` in `fleet`. */
-export async function issueToken(fleet: Fleet, node: string, opts: { url?: string; expiresMs: number; now: Date; credential?: boolean }): Promise<IssuedToken> {
+/** Issue a token for `node` in `fleet`: a new node goes in the group `group` (a path of group names, e.g. web/eu), an existing one stays where it is. */
+export async function issueToken(fleet: Fleet, node: string, opts: { url?: string; expiresMs: number; now: Date; credential?: boolean; group?: string }): Promise<IssuedToken> {
   if (!NODE_NAME.test(node)) throw new MeshError('E_BAD_NODE', `'${node}' is not a valid node name: use lower-case letters, digits and -, at most 63 characters`);
   const url = withoutCredentials(opts.url ?? (await fleetUrl(fleet)));
   const password = opts.credential === false ? null : newSecret();
-  const previous = readIdentity(fleet, node);
+  const found = await readIdentity(fleet, node);
+  const dir = found ? sameGroup(node, found.dir, opts.group) : await newNodeDir(fleet, node, opts.group);
+  const previous = found?.identity ?? null;
   const keys = generateKeyPair();
   const expires = new Date(opts.now.getTime() + opts.expiresMs).toISOString();
   // A fresh identity: a retired node comes back, and the previous token key is kept for verifying its reports.
@@ -43,7 +49,7 @@ export async function issueToken(fleet: Fleet, node: string, opts: { url?: strin
     ...earlierKeys(previous),
     ...(password ? { credential: { sha256: passwordHash(password) } } : {}),
   };
-  const file = writeIdentity(fleet, identity, 'token issue');
+  const file = writeIdentity(fleet, identity, 'token issue', dir);
   const commit = await commitPaths(fleet.dir, [file], `token: issue ${node} generation ${identity.generation}`);
   const token: TokenFile = {
     kind: 'mesh-token',
@@ -75,25 +81,58 @@ export function withoutCredentials(url: string): string {
   }
 }
 
-/** `node`'s identity from nodes/NODE/node.yaml in the checkout, or null when it has none. */
-export function readIdentity(fleet: Fleet, node: string): NodeIdentity | null {
-  const file = join(fleet.dir, 'nodes', node, 'node.yaml');
-  return existsSync(file) ? loadYamlOrThrow(readFileSync(file, 'utf8'), `nodes/${node}/node.yaml`, NodeIdentity) : null;
+/** `node`'s identity and folder (wherever it sits under nodes/ in the checkout), or null when it has none. */
+export async function readIdentity(fleet: Fleet, node: string): Promise<{ identity: NodeIdentity; dir: string } | null> {
+  const place = await placeOfNode(workingTree(fleet.dir), node);
+  if (!place) return null;
+  const file = `${place.dir}/node.yaml`;
+  return { identity: loadYamlOrThrow(readFileSync(join(fleet.dir, file), 'utf8'), file, NodeIdentity), dir: place.dir };
 }
 
-/** The identity of an existing node (retire, revoke): a MeshError when the fleet has no such node. */
-export function existingIdentity(fleet: Fleet, node: string): NodeIdentity {
-  const identity = readIdentity(fleet, node);
-  if (!identity) throw new MeshError('E_UNKNOWN_NODE', `nodes/${node}/node.yaml does not exist: ${node} is not a node of this fleet`);
-  return identity;
+/** The identity and folder of an existing node (retire, revoke): a MeshError when the fleet has no such node. */
+export async function existingIdentity(fleet: Fleet, node: string): Promise<{ identity: NodeIdentity; dir: string }> {
+  const found = await readIdentity(fleet, node);
+  if (!found) throw new MeshError('E_UNKNOWN_NODE', `no node.yaml of ${node} under nodes/: ${node} is not a node of this fleet`);
+  return found;
 }
 
-/** Write nodes/NODE/node.yaml for `identity` (by the mesh-cli command `by`); returns its path. */
-export function writeIdentity(fleet: Fleet, identity: NodeIdentity, by: string): string {
-  const file = join(fleet.dir, 'nodes', identity.node, 'node.yaml');
-  mkdirSync(join(fleet.dir, 'nodes', identity.node), { recursive: true });
+/** Write `dir`/node.yaml (dir: the node's folder, e.g. nodes/web/web-1) for `identity` (by the mesh-cli command `by`); returns its path. */
+export function writeIdentity(fleet: Fleet, identity: NodeIdentity, by: string, dir: string): string {
+  const file = join(fleet.dir, dir, 'node.yaml');
+  mkdirSync(join(fleet.dir, dir), { recursive: true });
   writeFileSync(file, `# written by mesh-cli ${by}; do not edit by hand\n${stringify(identity, { lineWidth: 0 })}`);
   return file;
+}
+
+/** The folder of an existing node at `dir`, when `group` (if given) is where it is; moving a node is the operator's git mv. */
+function sameGroup(node: string, dir: string, group: string | undefined): string {
+  if (group === undefined) return dir;
+  const wanted = group === '' ? `${NODES}/${node}` : `${NODES}/${groupPath(group)}/${node}`;
+  if (wanted === dir) return dir;
+  throw new MeshError('E_NODE_ELSEWHERE', `${node} is already a node, in ${dir}/, not in ${wanted}/: moving a node between groups is a git move (git mv ${dir} ${wanted}, then commit); drop --group to issue its token where it is`);
+}
+
+/** Where a new node goes: nodes/GROUP/NODE/ (nodes/NODE/ without a group), checked against the checkout. */
+async function newNodeDir(fleet: Fleet, node: string, group: string | undefined): Promise<string> {
+  if (group === undefined || group === '') return `${NODES}/${node}`;
+  const path = groupPath(group);
+  const tree = workingTree(fleet.dir);
+  const parts = path.split('/');
+  for (let i = 1; i <= parts.length; i++) {
+    const dir = `${NODES}/${parts.slice(0, i).join('/')}`;
+    if ((await tree.list(dir))?.includes('node.yaml')) throw new MeshError('E_BAD_GROUP', `${dir}/ is a node (it holds node.yaml), so it cannot hold other nodes: --group names groups, folders under nodes/ without node.yaml`);
+  }
+  return `${NODES}/${path}/${node}`;
+}
+
+/** `group` checked: group names joined by /, each a valid name, at most MAX_GROUP_DEPTH deep. */
+function groupPath(group: string): string {
+  if (group === '') return '';
+  const parts = group.split('/');
+  const bad = parts.find((p) => !NODE_NAME.test(p));
+  if (bad !== undefined) throw new MeshError('E_BAD_GROUP', `--group ${group}: '${bad}' is not a valid group name: a group path is group names joined by / (e.g. web/eu), each lower-case letters, digits and -, as node names are`);
+  if (parts.length > MAX_GROUP_DEPTH) throw new MeshError('E_BAD_GROUP', `--group ${group}: groups nest at most ${MAX_GROUP_DEPTH} deep`);
+  return group;
 }
 
 /** The token keys of every generation up to and including `identity`'s, as the next generation's `previous`. */
