@@ -17,6 +17,7 @@ import type { GitObject } from './status/git-remote.js';
 import { catFiles, type Fleet } from './fleet.js';
 import { reportRef } from '../core/report/branch.js';
 import { git } from './git.js';
+import { nodeYamls } from './layout.js';
 
 /** The fetched main branch, which is what identities and ancestry are read from. */
 export function mainRef(fleet: Fleet): string {
@@ -102,14 +103,22 @@ export async function reportedNodes(fleet: Fleet): Promise<string[]> {
   return [...(await reportIndex(fleet)).keys()];
 }
 
-/** Each node's identity (nodes/<node>/node.yaml on the fetched main), null when it has none or it is broken. */
+/** Each node's node.yaml on the fetched main, wherever it sits under nodes/ (null: its name is in two folders). */
+export async function nodesOnMain(fleet: Fleet): Promise<Map<string, string | null>> {
+  const listing = await git(fleet.dir, ['ls-tree', '-r', '-z', '--name-only', mainRef(fleet), '--', 'nodes/']).catch(() => '');
+  return nodeYamls(listing.split('\0').filter(Boolean));
+}
+
+/** Each node's identity (its node.yaml on the fetched main), null when it has none or it is broken. */
 export async function identities(fleet: Fleet, nodes: string[]): Promise<Map<string, NodeIdentity | null>> {
-  const spec = (n: string) => `${mainRef(fleet)}:nodes/${n}/node.yaml`;
-  const blobs = await catFiles(fleet.dir, nodes.map(spec));
+  const files = await nodesOnMain(fleet);
+  const spec = (n: string) => `${mainRef(fleet)}:${files.get(n)}`;
+  const found = nodes.filter((n) => files.get(n));
+  const blobs = await catFiles(fleet.dir, found.map(spec));
   return new Map(
     nodes.map((n) => {
-      const text = blobs.get(spec(n))?.toString('utf8');
-      const loaded = text === undefined ? null : loadYaml(text, `nodes/${n}/node.yaml`, NodeIdentity);
+      const text = files.get(n) ? blobs.get(spec(n))?.toString('utf8') : undefined;
+      const loaded = text === undefined ? null : loadYaml(text, files.get(n)!, NodeIdentity);
       return [n, loaded?.ok ? loaded.value : null];
     }),
   );

@@ -1,5 +1,5 @@
 /**
- * `mesh-cli status`: main fetched, every report branch's last report brought up to date in the
+ * `mesh-cli status`: main fetched, the nodes on it found wherever they sit under nodes/, every report branch's last report brought up to date in the
  * checkout's report index (one ls-refs and one fetch of what changed, report-index.ts), every
  * report verified against the identity chain on main, one row per node and a summary line. Nothing here
  * trusts a report because of where it is: a report whose signature does not verify is
@@ -18,7 +18,7 @@ import type { NodeStatus } from '../status/node-status.js';
 import { openFleet, type Fleet } from '../fleet.js';
 import { formatHistory, reportHistory } from '../history.js';
 import { age, parseDuration } from '../../core/duration.js';
-import { eligibility, failureLines, fetchReports, lastReports, mainRef, reportedNodes, trusted } from '../reports.js';
+import { eligibility, failureLines, fetchReports, lastReports, mainRef, nodesOnMain, reportedNodes, trusted } from '../reports.js';
 import { fleetPage } from './html.js';
 import { rolloutCommand } from './rollout.js';
 import { usageExitsTwo } from '../usage.js';
@@ -32,14 +32,14 @@ export async function fleetStatus(fleet: Fleet, opts: { fetch: boolean }): Promi
   // The nodes on main, mesh.yaml's trust and main's tip are read as soon as main is fetched, while the reports are.
   let mainFetched!: () => void;
   const fromMain = new Promise<void>((resolve) => (mainFetched = resolve)).then(() => Promise.all([
-    git(fleet.dir, ['ls-tree', '-d', '--name-only', `${mainRef(fleet)}:nodes`]).catch(() => ''),
+    nodesOnMain(fleet),
     trustOnMain(fleet),
     git(fleet.dir, ['rev-parse', '--verify', '--quiet', mainRef(fleet)]).then((out) => out.trim() || null, () => null),
   ]));
   if (opts.fetch) await fetchReports(fleet, mainFetched);
   mainFetched(); // not fetched, or not called back (main is read as it is)
   const [[listing, fleetTrust, mainTip], reported] = await Promise.all([fromMain, reportedNodes(fleet)]);
-  const nodes = [...new Set([...listing.split('\n').filter(Boolean), ...reported])].sort();
+  const nodes = [...new Set([...listing.keys(), ...reported])].sort();
   const reports = await lastReports(fleet, nodes);
   return { nodes: nodes.map((node) => {
     const verified = reports.get(node)!;

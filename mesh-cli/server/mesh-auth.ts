@@ -1,7 +1,9 @@
 /**
  * Who may do what on `mesh-cli serve`. An operator (DATA/operators) may read and push; a node
  * authenticates as itself with the credential its token carried, checked against the sha256
- * that nodes/<node>/node.yaml names on the main branch of the repository it asks for. The
+ * that the node's node.yaml names on the main branch of the repository it asks for, wherever the
+ * node sits under nodes/ (one `git ls-tree` of nodes/ per commit of main finds them all; a name
+ * in two folders is refused, as `validate` explains). The
  * identity is read from git at every change of main (cached by main's commit), so a pushed
  * `mesh-cli revoke` or a new token refuses the old credential at once. Whether main moved is
  * known from the stat of the files that hold it (main-stamp.ts), without a git process per
@@ -17,6 +19,7 @@ import { mainStamp } from './main-stamp.js';
 import { matchesHash, Operators, operatorsFile } from './operators.js';
 import { REPORT_REFS, reportRef } from '../../core/report/branch.js';
 import { git as runGit } from '../git.js';
+import { nodeYamls } from '../layout.js';
 
 const REFUSED: AuthResult = { ok: false, status: 401, message: 'mesh: authentication failed: use an operator credential or the node credential from its token' };
 
@@ -50,6 +53,8 @@ interface IdentitiesAtMain {
   /** mainStamp() taken before git was asked for `main`; null: ask again at the next request. */
   stamp: string | null;
   nodes: Map<string, NodeIdentity | null>;
+  /** node → its node.yaml on main (null: its name is in two folders), listed at the first lookup. */
+  places?: Promise<Map<string, string | null>>;
 }
 
 /** Node identities read from the main branch (HEAD) of each repository, cached per commit of main (itself cached by mainStamp()). */
@@ -62,7 +67,11 @@ class IdentityCache {
     const dir = join(this.data, repo);
     const cached = await this.atMain(repo, dir);
     if (cached === null) return null;
-    if (!cached.nodes.has(node)) cached.nodes.set(node, await readIdentity(dir, cached.main, node));
+    if (!cached.nodes.has(node)) {
+      cached.places ??= nodePlaces(dir, cached.main);
+      const file = (await cached.places).get(node);
+      cached.nodes.set(node, file ? await readIdentity(dir, cached.main, node, file) : null);
+    }
     return cached.nodes.get(node) ?? null;
   }
 
@@ -73,16 +82,22 @@ class IdentityCache {
     if (stamp !== null && cached?.stamp === stamp) return cached;
     const main = await git(dir, ['rev-parse', '--verify', '--quiet', 'HEAD^{commit}']);
     if (!main) return null;
-    const entry = { main, stamp, nodes: cached?.main === main ? cached.nodes : new Map<string, NodeIdentity | null>() };
+    const entry: IdentitiesAtMain = cached?.main === main ? { ...cached, stamp } : { main, stamp, nodes: new Map() };
     this.repos.set(repo, entry);
     return entry;
   }
 }
 
-async function readIdentity(dir: string, main: string, node: string): Promise<NodeIdentity | null> {
-  const text = await git(dir, ['cat-file', 'blob', `${main}:nodes/${node}/node.yaml`]);
+/** Where each node's node.yaml is at `main`: one listing of nodes/. */
+async function nodePlaces(dir: string, main: string): Promise<Map<string, string | null>> {
+  const listing = await git(dir, ['ls-tree', '-r', '-z', '--name-only', main, '--', 'nodes/']);
+  return nodeYamls((listing ?? '').split('\0').filter(Boolean));
+}
+
+async function readIdentity(dir: string, main: string, node: string, file: string): Promise<NodeIdentity | null> {
+  const text = await git(dir, ['cat-file', 'blob', `${main}:${file}`]);
   if (text === null) return null;
-  const loaded = loadYaml(text, `nodes/${node}/node.yaml`, NodeIdentity);
+  const loaded = loadYaml(text, file, NodeIdentity);
   return loaded.ok && loaded.value.node === node ? loaded.value : null;
 }
 

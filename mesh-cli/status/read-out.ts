@@ -10,6 +10,7 @@ import { NodeIdentity } from '../../schema/fleet.js';
 import { catFiles, type Fleet } from '../fleet.js';
 import type { Verdict, VerifyJob } from '../verify-pool.js';
 import { parseIdentities, type IndexFile, type TipRecord } from './index-file.js';
+import { nodeYamls } from '../layout.js';
 
 /** What a verify thread needs of node.yaml: its generation and token keys. */
 function keysOf(identity: NodeIdentity | null | undefined): IdentityKeys | null {
@@ -39,17 +40,20 @@ export function setVerdict(tip: TipRecord, blob: string, verdict: Verdict): void
 }
 
 /**
- * node → blob id of nodes/<node>/node.yaml on main (`listing`: `git ls-tree -r` of nodes/), each
+ * node → blob id of its node.yaml on main, wherever it sits under nodes/ (`listing`: `git ls-tree
+ * -r` of nodes/; a node whose name is in two folders has none: the tree is invalid), each
  * blob parsed once into the index, whose parsed node.yaml files are first read from `kept` (the
  * text of identities.json) when given (listed: the index's identities changed).
  */
 export async function identityBlobs(listing: Promise<string>, fleet: Fleet, index: IndexFile, kept: string | undefined): Promise<{ ids: Map<string, string>; listed: boolean }> {
   if (kept !== undefined) index.identities = parseIdentities(kept);
-  const ids = new Map<string, string>();
+  const blobOf = new Map<string, string>();
   for (const line of (await listing).split('\n')) {
-    const m = /^\d+ blob ([0-9a-f]+)\tnodes\/([^/]+)\/node\.yaml$/.exec(line);
-    if (m) ids.set(m[2]!, m[1]!);
+    const m = /^\d+ blob ([0-9a-f]+)\t(nodes\/.*)$/.exec(line);
+    if (m) blobOf.set(m[2]!, m[1]!);
   }
+  const ids = new Map<string, string>();
+  for (const [node, file] of await nodeYamls(blobOf.keys())) if (file) ids.set(node, blobOf.get(file)!);
   const missing = [...new Set(ids.values())].filter((id) => !(id in index.identities));
   const blobs = await catFiles(fleet.dir, missing);
   const used = new Set(ids.values());
