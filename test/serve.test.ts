@@ -256,7 +256,7 @@ describe('mesh-cli serve: a node authenticates against main as it is now', { tim
     const f = await nodeFleet(true);
     await settle();
     for (let i = 0; i < 5; i++) expect(await f.statuses()).toEqual([200, 401]);
-    expect(f.gitCommands()).toEqual(['--exec-path', 'rev-parse', 'cat-file']);
+    expect(f.gitCommands()).toEqual(['--exec-path', 'rev-parse', 'ls-tree', 'cat-file']);
   });
 });
 

@@ -1,0 +1,142 @@
+/**
+ * Nodes in groups, as mesh-cli sees them, end to end against the built CLI and the real
+ * `mesh-cli serve`: `token issue --group` places a new node, token, retire and revoke find a
+ * node wherever it sits, the server lets a grouped node in with its own credential (and refuses
+ * a name that is in two folders), `status` lists nodes and never a group, `validate` checks
+ * the layout and every group's files, and `plan` finds the nodes a group or role change touches.
+ */
+import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse } from 'yaml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cli, createFleet, git, type TestFleet } from './helpers/fleet.js';
+
+let fleet: TestFleet;
+beforeAll(async () => {
+  fleet = await createFleet();
+});
+afterAll(() => fleet?.close());
+
+/** Issue a token with `args` in the fleet checkout; the run, and the token when it was issued. */
+async function issue(...args: string[]) {
+  const r = await cli(fleet.checkout, 'token', 'issue', ...args, '--json');
+  const token = r.code === 0 ? parse(JSON.parse(r.stdout).token) : null;
+  return { ...r, token };
+}
+
+const identityAt = (path: string) => parse(readFileSync(join(fleet.checkout, path), 'utf8'));
+const committed = async () => (await git(fleet.checkout, 'show', '--name-only', '--format=%s', 'HEAD')).split('\n').filter(Boolean);
+
+/** The HTTP status of a ref advertisement asked for as `user`:`password`. */
+async function advertise(user: string, password: string): Promise<number> {
+  const res = await fetch(`${fleet.plainUrl}/info/refs?service=git-upload-pack`, { headers: { Authorization: `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}` } });
+  await res.arrayBuffer();
+  return res.status;
+}
+
+describe('token issue, retire and revoke find a node wherever it sits', { timeout: 60_000 }, () => {
+  it('token issue --group puts a new node in nodes/PATH/NODE/, and a later token finds it there', async () => {
+    const first = await issue('web-1', '--group', 'web/eu');
+    expect(first.code, first.stderr).toBe(0);
+    expect(await committed()).toEqual(['token: issue web-1 generation 1', 'nodes/web/eu/web-1/node.yaml']);
+    expect(identityAt('nodes/web/eu/web-1/node.yaml')).toMatchObject({ node: 'web-1', generation: 1 });
+
+    for (const args of [['web-1'], ['web-1', '--group', 'web/eu']]) {
+      const again = await issue(...args);
+      expect(again.code, again.stderr).toBe(0);
+      expect(await committed()).toEqual([`token: issue web-1 generation ${again.token.generation}`, 'nodes/web/eu/web-1/node.yaml']);
+    }
+    expect(identityAt('nodes/web/eu/web-1/node.yaml')).toMatchObject({ node: 'web-1', generation: 3 });
+  });
+
+  it('a node without --group goes in nodes/NODE/ as before', async () => {
+    const r = await issue('solo-1');
+    expect(r.code, r.stderr).toBe(0);
+    expect(await committed()).toEqual(['token: issue solo-1 generation 1', 'nodes/solo-1/node.yaml']);
+  });
+
+  it('--group naming another place than where the node is says to git mv it, and changes nothing', async () => {
+    const head = await git(fleet.checkout, 'rev-parse', 'HEAD');
+    const r = await issue('web-1', '--group', 'db');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe("mesh-cli: web-1 is already a node, in nodes/web/eu/web-1/, not in nodes/db/web-1/: moving a node between groups is a git move (git mv nodes/web/eu/web-1 nodes/db/web-1, then commit); drop --group to issue its token where it is\n");
+    const top = await issue('solo-1', '--group', 'web');
+    expect(top.stderr).toContain('solo-1 is already a node, in nodes/solo-1/, not in nodes/web/solo-1/');
+    expect(await git(fleet.checkout, 'rev-parse', 'HEAD')).toBe(head);
+  });
+
+  it('a bad group path or a group through a node folder is refused', async () => {
+    const bad = await issue('web-9', '--group', 'web/EU');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("--group web/EU: 'EU' is not a valid group name");
+    const empty = await issue('web-9', '--group', 'web//eu');
+    expect(empty.stderr).toContain("--group web//eu: '' is not a valid group name");
+    const deep = await issue('web-9', '--group', 'a/b/c/d/e/f/g/h/i');
+    expect(deep.stderr).toContain('--group a/b/c/d/e/f/g/h/i: groups nest at most 8 deep');
+    const inNode = await issue('web-9', '--group', 'web/eu/web-1');
+    expect(inNode.code).toBe(2);
+    expect(inNode.stderr).toContain('nodes/web/eu/web-1/ is a node (it holds node.yaml), so it cannot hold other nodes');
+  });
+
+  it('a node name in two folders is refused naming both', async () => {
+    const head = await git(fleet.checkout, 'rev-parse', 'HEAD');
+    for (const dir of ['nodes/a/twin', 'nodes/b/c/twin']) {
+      mkdirSync(join(fleet.checkout, dir), { recursive: true });
+      writeFileSync(join(fleet.checkout, dir, 'node.yaml'), 'node: twin\ngeneration: 1\n');
+    }
+    for (const args of [['token', 'issue', 'twin'], ['retire', 'twin'], ['revoke', 'twin']]) {
+      const r = await cli(fleet.checkout, ...args);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toBe('mesh-cli: node twin is in nodes/a/twin/ and nodes/b/c/twin/: node names are unique across nodes/ (its report branch is reports/twin); remove or rename all but one (git rm -r / git mv), then run this again\n');
+    }
+    expect(await git(fleet.checkout, 'rev-parse', 'HEAD')).toBe(head);
+    await git(fleet.checkout, 'clean', '-fdq', 'nodes/a', 'nodes/b');
+  });
+
+  it('retire empties the node\'s own folder where it sits and leaves its groups\' files', async () => {
+    await fleet.commit({ 'nodes/web/eu/web-1/app.yaml': 'resources: []\n', 'nodes/web/base.yaml': 'resources: []\n' }, 'web-1 declarations');
+    const r = await cli(fleet.checkout, 'retire', 'web-1', '--json');
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ node: 'web-1', removed: ['nodes/web/eu/web-1/app.yaml'] });
+    expect(identityAt('nodes/web/eu/web-1/node.yaml')).toMatchObject({ node: 'web-1', generation: 3, retired: true });
+    expect(await git(fleet.checkout, 'ls-files', 'nodes/web')).toBe('nodes/web/base.yaml\nnodes/web/eu/web-1/node.yaml');
+  });
+
+  it('revoke bumps the generation in the node\'s own folder and names where its secrets were', async () => {
+    const r = await cli(fleet.checkout, 'revoke', 'web-1', '--json');
+    expect(r.code, r.stderr).toBe(0);
+    const revoked = JSON.parse(r.stdout);
+    expect(revoked).toMatchObject({ node: 'web-1', generation: 4 });
+    expect(revoked.credentials[2]).toContain("deploy keys in nodes/web/eu/web-1/, its groups' files or its roles");
+    expect(await committed()).toEqual(['revoke web-1: generation 4, no token', 'nodes/web/eu/web-1/node.yaml']);
+    const unknown = await cli(fleet.checkout, 'revoke', 'web-9');
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toBe('mesh-cli: no node.yaml of web-9 under nodes/: web-9 is not a node of this fleet\n');
+  });
+});
+
+describe('mesh-cli serve and status find a node in a group', { timeout: 60_000 }, () => {
+  it('a grouped node authenticates with its own credential; a name in two folders on main is refused', async () => {
+    const web2 = await issue('web-2', '--group', 'web');
+    const db1 = await issue('db-1', '--group', 'db');
+    await git(fleet.checkout, 'push', '--quiet');
+    expect(await advertise('web-2', web2.token.credential.password)).toBe(200);
+    expect(await advertise('db-1', db1.token.credential.password)).toBe(200);
+    expect(await advertise('web-2', db1.token.credential.password)).toBe(401);
+
+    // A second db-1 under another group: the tree is invalid, and neither is let in.
+    await fleet.commit({ 'nodes/web/db-1/node.yaml': readFileSync(join(fleet.checkout, 'nodes/db/db-1/node.yaml'), 'utf8') }, 'a second db-1');
+    expect(await advertise('db-1', db1.token.credential.password)).toBe(401);
+    expect(await advertise('web-2', web2.token.credential.password)).toBe(200);
+    await fleet.commit({ 'nodes/web/db-1/node.yaml': null }, 'one db-1 again');
+    expect(await advertise('db-1', db1.token.credential.password)).toBe(200);
+  });
+
+  it('status lists every node at any depth and never a group', async () => {
+    const r = await cli(fleet.checkout, 'status', '--json');
+    expect(r.code, r.stderr).toBe(0);
+    const { nodes, summary } = JSON.parse(r.stdout);
+    expect(nodes.map((n: { node: string }) => n.node)).toEqual(['db-1', 'solo-1', 'web-1', 'web-2']);
+    expect(summary).toMatch(/^4 nodes: /);
+  });
+});
