@@ -1,11 +1,16 @@
 /**
  * Every check `mesh-cli validate` makes over one tree of the fleet repo, each problem with
- * file, line and column: mesh.yaml, every role, every node folder's name and node.yaml, and
- * every node's declaration through the same loader the host uses (schemas, includes that
+ * file, line and column: mesh.yaml, every role, the layout of nodes/ (groups and nodes, names
+ * unique across the tree), every node's name and node.yaml, every node's declaration through
+ * the same loader the host uses, and the files of groups no node is in yet (rendered for a
+ * placeholder node with placeholder facts) (schemas, includes that
  * resolve, duplicate identities, paths, sources). Reports are passed in, so that a node
  * given resources while its last valid report says it is ineligible is caught here too.
  */
 import { loadDeclaration } from '../core/declaration/load.js';
+import { renderDeclaration } from '../core/declaration/render.js';
+import { NODES, placeOfDir, readLayout, type FleetLayout, type NodePlace } from '../core/fleet/layout.js';
+import { PLACEHOLDER_FACTS } from '../schema/facts.js';
 import type { Problem } from '../core/errors.js';
 import { RoleFile } from '../schema/declaration.js';
 import { MeshConfig, NODE_NAME, NodeIdentity } from '../schema/fleet.js';
@@ -15,6 +20,8 @@ import type { FleetTree } from './tree.js';
 /** What `validate` found in one tree. */
 export interface Checked {
   problems: Problem[];
+  /** What looks wrong but is not refused (e.g. a literal body that holds `{{ vars.`). */
+  warnings: Problem[];
   nodes: number;
   roles: number;
   /** Nodes whose declaration has resources, for the eligibility check. */
@@ -33,31 +40,66 @@ export async function checkTree(tree: FleetTree, ineligible: Map<string, string>
   const roles = await filesUnder(tree, 'roles');
   for (const role of roles) problems.push(...problemsOf(loadYaml((await tree.read(role)) ?? '', role, RoleFile)));
 
-  const nodes = await tree.folders('nodes');
+  const layout = await readLayout(tree);
+  for (const p of layout.problems) problems.push({ ...p, file: await fileIn(tree, p.file) });
+  const warnings: Problem[] = [];
   const withResources: string[] = [];
-  for (const node of nodes) {
-    const dir = `nodes/${node}`;
-    const files = (await tree.list(dir)) ?? [];
-    const first = files.includes('node.yaml') ? 'node.yaml' : (files.find((f) => YAML.test(f)) ?? files[0]);
+  for (const [node, { dir }] of layout.nodes) {
     if (!NODE_NAME.test(node)) {
-      problems.push({ file: first ? `${dir}/${first}` : dir, line: 1, col: 1, message: `'${node}' is not a valid node name (lower-case letters, digits and -, at most 63 characters): rename the folder nodes/${node}/` });
+      problems.push({ file: await fileIn(tree, dir), line: 1, col: 1, message: `'${node}' is not a valid node name (lower-case letters, digits and -, at most 63 characters): rename the folder ${dir}/` });
     }
-    const identity = await checkIdentity(tree, node, problems);
+    const identity = await checkIdentity(tree, node, dir, problems);
     const loaded = await loadDeclaration(tree, node);
     if (!loaded.ok) {
       problems.push(...loaded.problems);
       continue;
     }
+    warnings.push(...warningsOf(loaded.declaration));
     if (loaded.declaration.resources.length === 0) continue;
     withResources.push(node);
     const why = identity?.retired ? 'it is retired (node.yaml says retired: true)' : ineligible.get(node);
-    if (why) problems.push({ ...(await firstResourceAt(tree, node)), message: `node ${node} is given ${count(loaded.declaration.resources.length, 'resource')}, but ${why}; it may only have an empty declaration` });
+    if (why) problems.push({ ...(await firstResourceAt(tree, dir)), message: `node ${node} is given ${count(loaded.declaration.resources.length, 'resource')}, but ${why}; it may only have an empty declaration` });
   }
-  return { problems: dedupe(problems), nodes: nodes.length, roles: roles.length, withResources };
+  // A group's files are checked even before a node is in it: rendered for a placeholder node there.
+  for (const place of placeholders(layout)) {
+    const rendered = await renderDeclaration(tree, place, PLACEHOLDER_FACTS);
+    if (rendered.ok) warnings.push(...rendered.declaration.warnings);
+    else problems.push(...rendered.problems);
+  }
+  return { problems: dedupe(problems), warnings: dedupe(warnings), nodes: layout.nodes.size, roles: roles.length, withResources };
 }
 
-async function checkIdentity(tree: FleetTree, node: string, problems: Problem[]): Promise<NodeIdentity | null> {
-  const file = `nodes/${node}/node.yaml`;
+/** The name of the node validate renders a group's files for when no node is in the group yet. */
+export const PLACEHOLDER_NODE = 'placeholder';
+
+/**
+ * A placeholder node in each innermost group that has no node at or below it (and in nodes/
+ * itself when the fleet has no node yet), so that every level's files are rendered at least once.
+ */
+function placeholders(layout: FleetLayout): NodePlace[] {
+  const places = [...layout.nodes.values()];
+  const occupied = (group: string) => places.some((p) => p.groups.includes(group));
+  const innermost = (group: string) => !layout.groups.some((g) => g.startsWith(`${group}/`));
+  const empty = layout.groups.filter((g) => !occupied(g) && innermost(g));
+  const dirs = [...(places.length === 0 ? [NODES] : []), ...empty.map((g) => `${NODES}/${g}`)];
+  return dirs.map((dir) => placeOfDir(`${dir}/${PLACEHOLDER_NODE}`));
+}
+
+/** The warnings of a declaration, when its loader gives them (a rendered declaration does). */
+function warningsOf(declaration: object): Problem[] {
+  return 'warnings' in declaration && Array.isArray(declaration.warnings) ? (declaration.warnings as Problem[]) : [];
+}
+
+/** A problem at a folder is shown at its node.yaml or first YAML file (a place an editor and a CI annotation can open). */
+async function fileIn(tree: FleetTree, path: string): Promise<string> {
+  const files = await tree.list(path);
+  if (files === null) return path;
+  const first = files.includes('node.yaml') ? 'node.yaml' : (files.find((f) => YAML.test(f)) ?? files[0]);
+  return first ? `${path}/${first}` : path;
+}
+
+async function checkIdentity(tree: FleetTree, node: string, dir: string, problems: Problem[]): Promise<NodeIdentity | null> {
+  const file = `${dir}/node.yaml`;
   const text = await tree.read(file);
   if (text === null) return null;
   const loaded = loadYaml(text, file, NodeIdentity);
@@ -66,23 +108,23 @@ async function checkIdentity(tree: FleetTree, node: string, problems: Problem[])
     return null;
   }
   if (loaded.value.node !== node) {
-    problems.push({ file, ...positionIn(text, ['node']), message: `node.yaml says node '${loaded.value.node}' but it is in nodes/${node}/: a node's identity must be in its own folder (issue a token with mesh-cli token issue ${node})` });
+    problems.push({ file, ...positionIn(text, ['node']), message: `node.yaml says node '${loaded.value.node}' but it is in ${dir}/: a node's identity must be in its own folder (issue a token with mesh-cli token issue ${node})` });
   }
   return loaded.value;
 }
 
 /** Where a node's declaration first gives it something: its first include or resource. */
-async function firstResourceAt(tree: FleetTree, node: string): Promise<Omit<Problem, 'message'>> {
-  const files = ((await tree.list(`nodes/${node}`)) ?? []).filter((f) => YAML.test(f) && f !== 'node.yaml').sort();
+async function firstResourceAt(tree: FleetTree, dir: string): Promise<Omit<Problem, 'message'>> {
+  const files = ((await tree.list(dir)) ?? []).filter((f) => YAML.test(f) && f !== 'node.yaml').sort();
   for (const name of files) {
-    const file = `nodes/${node}/${name}`;
+    const file = `${dir}/${name}`;
     const text = (await tree.read(file)) ?? '';
     for (const key of ['include', 'resources']) {
       const at = positionIn(text, [key, 0]);
       if (at.line !== 1 || at.col !== 1) return { file, ...at }; // 1:1 is "not there": a list item never starts a file
     }
   }
-  return { file: `nodes/${node}/${files[0] ?? 'node.yaml'}`, line: 1, col: 1 };
+  return { file: `${dir}/${files[0] ?? 'node.yaml'}`, line: 1, col: 1 };
 }
 
 /** Every YAML file under `dir`, at any depth. */

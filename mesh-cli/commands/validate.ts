@@ -35,26 +35,28 @@ export async function validateFleet(fleet: Fleet, opts: { rev?: string; fetch: b
   return { ...(ineligible.size ? await checkTree(tree, ineligible) : first), notes };
 }
 
-/** GitHub Actions workflow commands: `::error file=F,line=L,col=C::message`, escaped as the runner expects. */
-export function githubAnnotations(problems: Problem[], notes: string[]): string[] {
+/** GitHub Actions workflow commands: `::error file=F,line=L,col=C::message` (`::warning` for warnings), escaped as the runner expects. */
+export function githubAnnotations(problems: Problem[], notes: string[], warnings: Problem[] = []): string[] {
   const data = (s: string) => s.replace(/%/g, '%25').replace(/\r/g, '%0D').replace(/\n/g, '%0A');
   const prop = (s: string) => data(s).replace(/:/g, '%3A').replace(/,/g, '%2C');
   return [
     ...problems.map((p) => `::error file=${prop(p.file)},line=${p.line},col=${p.col}::${data(p.message)}`),
+    ...warnings.map((p) => `::warning file=${prop(p.file)},line=${p.line},col=${p.col}::${data(p.message)}`),
     ...notes.map((n) => `::notice::${data(n)}`),
   ];
 }
 
 function report(result: Checked & { notes: string[] }, format: Format): void {
-  const { problems, notes } = result;
+  const { problems, notes, warnings } = result;
   if (format === 'json') {
-    console.log(JSON.stringify({ ok: problems.length === 0, problems, notes, nodes: result.nodes, roles: result.roles }));
+    console.log(JSON.stringify({ ok: problems.length === 0, problems, ...(warnings.length ? { warnings } : {}), notes, nodes: result.nodes, roles: result.roles }));
     return;
   }
   if (format === 'github') {
-    for (const line of githubAnnotations(problems, notes)) console.log(line);
+    for (const line of githubAnnotations(problems, notes, warnings)) console.log(line);
   } else {
     for (const p of problems) console.log(`${p.file}:${p.line}:${p.col}: ${p.message}`);
+    for (const p of warnings) console.log(`${p.file}:${p.line}:${p.col}: warning: ${p.message}`);
     for (const n of notes) console.error(`note: ${n}`);
   }
   const files = new Set(problems.map((p) => p.file)).size;
