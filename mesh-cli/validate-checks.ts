@@ -11,6 +11,8 @@ import { RoleFile } from '../schema/declaration.js';
 import { MeshConfig, NODE_NAME, NodeIdentity } from '../schema/fleet.js';
 import { loadYaml, positionIn } from '../core/load.js';
 import type { FleetTree } from './tree.js';
+import { placeOfDir } from '../core/fleet/layout.js';
+import { PLACEHOLDER_FACTS } from '../schema/facts.js';
 
 /** What `validate` found in one tree. */
 export interface Checked {
@@ -43,7 +45,7 @@ export async function checkTree(tree: FleetTree, ineligible: Map<string, string>
       problems.push({ file: first ? `${dir}/${first}` : dir, line: 1, col: 1, message: `'${node}' is not a valid node name (lower-case letters, digits and -, at most 63 characters): rename the folder nodes/${node}/` });
     }
     const identity = await checkIdentity(tree, node, problems);
-    const loaded = await loadDeclaration(tree, node);
+    const loaded = await loadDeclaration(tree, node, { facts: PLACEHOLDER_FACTS, place: placeOfDir(dir) });
     if (!loaded.ok) {
       problems.push(...loaded.problems);
       continue;
