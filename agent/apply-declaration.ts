@@ -5,7 +5,7 @@
  */
 import type { ResourceResult } from '../schema/report.js';
 import { applyPlan, observe } from './apply.js';
-import { loadDeclarationWith, type TreeReader } from '../core/declaration/declaration.js';
+import { loadDeclarationWith, type LoadOptions, type TreeReader } from '../core/declaration/declaration.js';
 import { plan, type Step } from '../core/plan.js';
 import type { ReportBody } from './report.js';
 import { handlerFor } from './resources/index.js';
@@ -13,11 +13,12 @@ import type { ResourceContext } from './resources/handler.js';
 import type { Store } from './store/core.js';
 
 /** load → observe → plan → apply against `tree`; the result becomes the body of the report. */
-export async function applyDeclaration(host: { config: { node: string }; store: Store; ctx: ResourceContext }, tree: TreeReader, commit: string | null): Promise<ReportBody> {
-  const loaded = await loadDeclarationWith(tree, host.config.node, host.ctx.load.parser);
+export async function applyDeclaration(host: { config: { node: string }; store: Store; ctx: ResourceContext }, tree: TreeReader, commit: string | null, opts: LoadOptions): Promise<ReportBody> {
+  const loaded = await loadDeclarationWith(tree, host.config.node, opts, host.ctx.load.parser);
+  const facts = opts.facts;
   if (!loaded.ok) {
     const errors = loaded.problems.map((p) => ({ code: 'E_INVALID', ...p }));
-    return { kind: 'reconcile', commit, digest: null, outcome: 'failed', errors, resources: [] };
+    return { kind: 'reconcile', commit, digest: null, outcome: 'failed', errors, resources: [], facts };
   }
   const { resources, digest } = loaded.declaration;
   const { observed, errors: readErrors } = await observe(resources, host.ctx);
@@ -29,7 +30,7 @@ export async function applyDeclaration(host: { config: { node: string }; store: 
   const failed = results.filter((r) => r.result === 'failed').length;
   const changed = results.filter((r) => !['unchanged', 'failed', 'skipped'].includes(r.result)).length;
   const counts = { changed, drift: results.filter((r) => r.drift).length, failed, unchanged: results.filter((r) => r.result === 'unchanged').length };
-  return { kind: 'reconcile', commit, digest, outcome: failed > 0 ? 'failed' : 'applied', errors: [], resources: results, counts };
+  return { kind: 'reconcile', commit, digest, outcome: failed > 0 ? 'failed' : 'applied', errors: [], resources: results, counts, facts };
 }
 
 /** A removal of a resource whose prior state is not known (recovered from a report): removing it could destroy what was there. */

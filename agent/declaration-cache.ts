@@ -13,7 +13,7 @@ import type { Declaration, TreeReader } from '../core/declaration/declaration.js
 import { HOST_VERSION } from '../core/version.js';
 
 interface Answer {
-  op: 'list' | 'read';
+  op: 'list' | 'read' | 'folders';
   path: string;
   hash: string;
 }
@@ -21,6 +21,8 @@ interface Answer {
 interface CacheFile {
   build: string;
   node: string;
+  /** What the declaration was rendered with besides the files (the facts). */
+  key: string;
   answers: Answer[];
   declaration: Declaration;
 }
@@ -36,15 +38,16 @@ export function withDeclarationCache(tree: TreeReader, path: string): TreeReader
   return {
     list: async (p) => note('list', p, await tree.list(p)),
     read: async (p) => note('read', p, await tree.read(p)),
-    async cached(node) {
+    folders: async (p) => note('folders', p, await tree.folders(p)),
+    async cached(node, key) {
       const file = readCache(path);
-      if (file && file.build === build && file.node === node && (await sameAnswers(tree, file.answers))) return file.declaration;
+      if (file && file.build === build && file.node === node && file.key === key && (await sameAnswers(tree, file.answers))) return file.declaration;
       answers = [];
       return null;
     },
-    remember(declaration) {
+    remember(declaration, key) {
       if (answers === null) return;
-      const file: CacheFile = { build, node: declaration.node, answers, declaration };
+      const file: CacheFile = { build, node: declaration.node, key, answers, declaration };
       answers = null;
       try {
         writeFileSync(`${path}.tmp`, JSON.stringify(file));
@@ -58,7 +61,7 @@ export function withDeclarationCache(tree: TreeReader, path: string): TreeReader
 
 async function sameAnswers(tree: TreeReader, answers: Answer[]): Promise<boolean> {
   for (const a of answers) {
-    const value = a.op === 'list' ? await tree.list(a.path) : await tree.read(a.path);
+    const value = a.op === 'list' ? await tree.list(a.path) : a.op === 'folders' ? await tree.folders(a.path) : await tree.read(a.path);
     if (hashOf(value) !== a.hash) return false;
   }
   return true;

@@ -26,16 +26,21 @@
  * report: sign and commit the result on the local report branch and push it. A report that
  *   says nothing new is not sent again until the heartbeat is due.
  */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { NodeIdentity } from '../schema/fleet.js';
 import { loadYamlOrThrow } from '../core/load.js';
 import type { Report } from '../schema/report.js';
 import { applyDeclaration } from './apply-declaration.js';
 import { ineligibleErrors } from './briefing.js';
-import { loadDeclarationWith, nodeDir, type TreeReader } from '../core/declaration/declaration.js';
+import { loadDeclarationWith, nodeDir, type LoadOptions, type TreeReader } from '../core/declaration/declaration.js';
+import { findNode } from '../core/fleet/layout.js';
+import { collectFacts } from './facts.js';
 import { MeshError, messageOf } from '../core/errors.js';
 import type { Host } from './host.js';
 import { buildReport, recordReport, sameAsLast, sendReports, type ReportBody } from './report.js';
 import { credentialRefused, nothingApplied, sealed, trustStage } from './trust/gate.js';
+import type { HostPaths } from './paths.js';
 
 export interface PassResult {
   report: Report;
@@ -52,9 +57,11 @@ interface Assignment {
   as: 'declared' | 'retired' | 'ineligible';
   tree: TreeReader;
   errors: Report['errors'];
+  /** What the declaration renders with: this machine's facts, and where the node sits under nodes/. */
+  opts: LoadOptions;
 }
 
-const EMPTY: TreeReader = { list: async () => null, read: async () => null };
+const EMPTY: TreeReader = { list: async () => null, read: async () => null, folders: async () => [] };
 
 /** Run one pass for an enrolled host. */
 export async function reconcile(host: Host, opts: { heartbeatMs: number }): Promise<PassResult> {
@@ -65,7 +72,7 @@ export async function reconcile(host: Host, opts: { heartbeatMs: number }): Prom
   let body = nothingApplied(gate);
   if (commit !== null) {
     const assignment = await assign(host, host.repo.tree(commit));
-    body = labelled(assignment, await applyDeclaration(host, assignment.tree, commit));
+    body = labelled(assignment, await applyDeclaration(host, assignment.tree, commit, assignment.opts));
   }
   body = sealed(gate, body);
   if (commit !== null && (body.outcome === 'applied' || body.outcome === 'retired')) {
@@ -100,21 +107,25 @@ async function contact(host: Host): Promise<{ commit: string; disconnected?: str
 
 async function assign(host: Host, tree: TreeReader): Promise<Assignment> {
   const { node, generation } = host.config;
-  const file = `${nodeDir(node)}/node.yaml`;
-  const text = await tree.read(file);
-  if (text === null) throw new MeshError('E_NO_IDENTITY', `${file} is not on ${host.config.mainBranch}: the fleet no longer knows ${node}, so this host applies nothing. Restore the file, or retire the node with 'mesh-cli retire ${node}'`);
+  // The node may sit in a group (nodes/web/eu/web-1/): looked for where it was last time first.
+  const place = await findNode(tree, node, readPlace(host.paths));
+  const file = `${place?.dir ?? nodeDir(node)}/node.yaml`;
+  if (place === null) throw new MeshError('E_NO_IDENTITY', `${node}/node.yaml is nowhere under nodes/ on ${host.config.mainBranch}: the fleet no longer knows ${node}, so this host applies nothing. Restore the file, or retire the node with 'mesh-cli retire ${node}'`);
+  keepPlace(host.paths, place.dir);
+  const text = (await tree.read(file))!;
+  const opts: LoadOptions = { facts: collectFacts(host.ctx.root), place };
   const identity = loadYamlOrThrow(text, file, NodeIdentity);
   if (identity.generation !== generation) {
     throw new MeshError('E_REVOKED', `this host holds generation ${generation} of ${node}, but ${file} is at generation ${identity.generation}: its identity was revoked, so it applies and reports nothing more. Re-enrol with a new token ('mesh-cli token issue ${node}')`);
   }
-  if (!identity.retired && host.config.ineligible.length === 0) return { as: 'declared', tree, errors: [] };
+  if (!identity.retired && host.config.ineligible.length === 0) return { as: 'declared', tree, errors: [], opts };
   const as = identity.retired ? 'retired' : 'ineligible';
   const errors = as === 'ineligible' ? ineligibleErrors(host.config.ineligible) : [];
-  const declared = await loadDeclarationWith(tree, node, host.ctx.load.parser);
+  const declared = await loadDeclarationWith(tree, node, opts, host.ctx.load.parser);
   if (declared.ok && declared.declaration.resources.length > 0) {
-    errors.push({ code: 'E_NOT_ASSIGNABLE', message: `${nodeDir(node)}/ declares ${declared.declaration.resources.length} resources, but ${node} is ${as}: none are applied` });
+    errors.push({ code: 'E_NOT_ASSIGNABLE', message: `${place.dir}/ declares ${declared.declaration.resources.length} resources, but ${node} is ${as}: none are applied` });
   }
-  return { as, tree: EMPTY, errors };
+  return { as, tree: EMPTY, errors, opts: { ...opts, place: { ...place, dir: place.dir } } };
 }
 
 /** The empty declaration's result said as what it is: retired or ineligible (a failure stays a failure). */
@@ -150,4 +161,22 @@ function storeLost(host: Host): MeshError {
       `Re-enrol ('mesh-cli token issue ${node}', then 'mesh-host enrol --token-file FILE'): enrolment recovers the owned set from the last report`,
     { next: 'human' },
   );
+}
+
+/** Where the node's folder was at the last pass (a hint: it is checked before it is used). */
+function readPlace(paths: HostPaths): string | undefined {
+  try {
+    return readFileSync(join(paths.stateDir, 'place'), 'utf8').trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function keepPlace(paths: HostPaths, dir: string): void {
+  if (readPlace(paths) === dir) return;
+  try {
+    writeFileSync(join(paths.stateDir, 'place'), `${dir}\n`); // a hint: a torn write is only a walk next time
+  } catch {
+    // the next pass walks the groups again
+  }
 }

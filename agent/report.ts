@@ -14,7 +14,7 @@ import type { Store } from './store/store.js';
 import { HOST_VERSION } from '../core/version.js';
 import { SIGNATURE_FILE, STATUS_FILE, reportRef } from '../core/report/branch.js';
 
-export type ReportBody = Pick<Report, 'kind' | 'commit' | 'digest' | 'outcome' | 'errors' | 'resources'> & Partial<Pick<Report, 'counts' | 'profile' | 'inventory' | 'briefing' | 'signer' | 'trust' | 'lastApplied'>>;
+export type ReportBody = Pick<Report, 'kind' | 'commit' | 'digest' | 'outcome' | 'errors' | 'resources'> & Partial<Pick<Report, 'counts' | 'facts' | 'profile' | 'inventory' | 'briefing' | 'signer' | 'trust' | 'lastApplied'>>;
 
 /** The full report for this pass, chained to the previous one in the store. */
 export function buildReport(config: HostConfig, store: Store, body: ReportBody, now: Date): Report {

@@ -8,6 +8,8 @@ import { createHash } from 'node:crypto';
 import { loadDeclaration, type DeclarationResult } from '../core/declaration/load.js';
 import { commitTree, type FleetTree } from './tree.js';
 import { git } from './git.js';
+import { placeOfDir } from '../core/fleet/layout.js';
+import { PLACEHOLDER_FACTS } from '../schema/facts.js';
 
 /** The node folders under nodes/ (a folder per node; files such as nodes/README.md are not nodes). */
 export function nodeFolders(tree: FleetTree): Promise<string[]> {
@@ -17,7 +19,7 @@ export function nodeFolders(tree: FleetTree): Promise<string[]> {
 /** Every node's declaration in `tree`, by node name. */
 export async function loadAll(tree: FleetTree, nodes?: string[]): Promise<Map<string, DeclarationResult>> {
   const names = nodes ?? (await nodeFolders(tree));
-  const results = await Promise.all(names.map(async (n) => [n, await loadDeclaration(tree, n)] as const));
+  const results = await Promise.all(names.map(async (n) => [n, await loadDeclaration(tree, n, { facts: PLACEHOLDER_FACTS, place: placeOfDir(`nodes/${n}`) })] as const));
   return new Map(results);
 }
 

@@ -8,7 +8,6 @@
  * given resources while its last valid report says it is ineligible is caught here too.
  */
 import { loadDeclaration } from '../core/declaration/load.js';
-import { renderDeclaration } from '../core/declaration/render.js';
 import { NODES, placeOfDir, readLayout, type FleetLayout, type NodePlace } from '../core/fleet/layout.js';
 import { PLACEHOLDER_FACTS } from '../schema/facts.js';
 import type { Problem } from '../core/errors.js';
@@ -44,17 +43,18 @@ export async function checkTree(tree: FleetTree, ineligible: Map<string, string>
   for (const p of layout.problems) problems.push({ ...p, file: await fileIn(tree, p.file) });
   const warnings: Problem[] = [];
   const withResources: string[] = [];
-  for (const [node, { dir }] of layout.nodes) {
+  for (const [node, place] of layout.nodes) {
+    const { dir } = place;
     if (!NODE_NAME.test(node)) {
       problems.push({ file: await fileIn(tree, dir), line: 1, col: 1, message: `'${node}' is not a valid node name (lower-case letters, digits and -, at most 63 characters): rename the folder ${dir}/` });
     }
     const identity = await checkIdentity(tree, node, dir, problems);
-    const loaded = await loadDeclaration(tree, node);
+    const loaded = await loadDeclaration(tree, node, { facts: PLACEHOLDER_FACTS, place });
     if (!loaded.ok) {
       problems.push(...loaded.problems);
       continue;
     }
-    warnings.push(...warningsOf(loaded.declaration));
+    warnings.push(...(loaded.declaration.warnings ?? []));
     if (loaded.declaration.resources.length === 0) continue;
     withResources.push(node);
     const why = identity?.retired ? 'it is retired (node.yaml says retired: true)' : ineligible.get(node);
@@ -62,8 +62,8 @@ export async function checkTree(tree: FleetTree, ineligible: Map<string, string>
   }
   // A group's files are checked even before a node is in it: rendered for a placeholder node there.
   for (const place of placeholders(layout)) {
-    const rendered = await renderDeclaration(tree, place, PLACEHOLDER_FACTS);
-    if (rendered.ok) warnings.push(...rendered.declaration.warnings);
+    const rendered = await loadDeclaration(tree, place.node, { facts: PLACEHOLDER_FACTS, place });
+    if (rendered.ok) warnings.push(...(rendered.declaration.warnings ?? []));
     else problems.push(...rendered.problems);
   }
   return { problems: dedupe(problems), warnings: dedupe(warnings), nodes: layout.nodes.size, roles: roles.length, withResources };
@@ -83,11 +83,6 @@ function placeholders(layout: FleetLayout): NodePlace[] {
   const empty = layout.groups.filter((g) => !occupied(g) && innermost(g));
   const dirs = [...(places.length === 0 ? [NODES] : []), ...empty.map((g) => `${NODES}/${g}`)];
   return dirs.map((dir) => placeOfDir(`${dir}/${PLACEHOLDER_NODE}`));
-}
-
-/** The warnings of a declaration, when its loader gives them (a rendered declaration does). */
-function warningsOf(declaration: object): Problem[] {
-  return 'warnings' in declaration && Array.isArray(declaration.warnings) ? (declaration.warnings as Problem[]) : [];
 }
 
 /** A problem at a folder is shown at its node.yaml or first YAML file (a place an editor and a CI annotation can open). */

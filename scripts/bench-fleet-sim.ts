@@ -16,6 +16,7 @@ import { buildReport, recordReport, sameAsLast, sendReports, type ReportBody } f
 import { reportRef } from '../core/report/branch.js';
 import { openStore, type Store } from '../agent/store/store.js';
 import type { NodeKeys } from './bench-fleet-keys.js';
+import { PLACEHOLDER_FACTS } from '../schema/facts.js';
 
 export { nodeKeys, identityYaml, declarationYaml, type NodeKeys } from './bench-fleet-keys.js';
 export { generateReports } from './bench-fleet-generate.js';
@@ -47,7 +48,7 @@ export class SimHost {
     if (!tip) throw new Error('the fleet repo has no main');
     const moved = tip !== (await this.repo.fetched('main'));
     const commit = moved ? await this.repo.fetch('main') : tip;
-    const loaded = await loadDeclaration(this.repo.tree(commit), this.node);
+    const loaded = await loadDeclaration(this.repo.tree(commit), this.node, { facts: PLACEHOLDER_FACTS });
     if (!loaded.ok) throw new Error(`${this.node}: ${loaded.problems[0]?.message}`);
     const resources = loaded.declaration.resources.map((r) => ({ id: resourceId(r), result: 'unchanged' as const }));
     const counts = { changed: 0, drift: 0, failed: 0, unchanged: resources.length };

@@ -198,7 +198,7 @@ describe('deploy is a commit', () => {
         ::error file=nodes/Web_5/base.yaml,line=1,col=1::'Web_5' is not a valid node name (lower-case letters, digits and -, at most 63 characters): rename the folder nodes/Web_5/
         ::error file=nodes/web-1/extra.yaml,line=4,col=5::resources.0: unknown field 'colour'
         ::error file=nodes/web-2/extra.yaml,line=1,col=11::include roles/nope.yaml does not exist at this commit
-        ::error file=nodes/web-2/extra.yaml,line=3,col=5::file:/etc/motd is declared twice (first in nodes/web-2/base.yaml:3); each resource may be declared once
+        ::error file=nodes/web-2/extra.yaml,line=3,col=5::file:/etc/motd is declared again here and differently at nodes/web-2/base.yaml:3:5; declare it once, and vary it with variables
         ::error file=roles/db.yaml,line=4,col=11::resources.0.mode: mode must be a quoted string such as "0644" (YAML reads 0644 as a number)
         "
       `);

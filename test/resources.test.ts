@@ -450,7 +450,7 @@ describe('bad input applies nothing', () => {
   });
 
   it.each([
-    ['the same identity twice', file('/etc/a') + '  - type: user\n    name: bob\n' + '  - type: user\n    name: bob\n', "base.yaml:7:5: user:bob is declared twice (first in BUNDLE/base.yaml:5); each resource may be declared once"],
+    ['the same identity twice, differently', file('/etc/a') + '  - type: user\n    name: bob\n' + '  - type: user\n    name: bob\n    uid: 1500\n', "base.yaml:7:5: user:bob is declared again here and differently at BUNDLE/base.yaml:5:5; declare it once, and vary it with variables"],
     ['a relative path', file('etc/a'), 'base.yaml:3:11: resources.0.path: must be an absolute path (start with /)'],
     ['a .. path', '  - type: symlink\n    path: /etc/../a\n    target: /b\n', "base.yaml:3:11: resources.0.path: must not contain '..'"],
     ['a restartOn path with ..', '  - type: service\n    name: x\n    restartOn: [/etc/../x]\n', "base.yaml:4:17: resources.0.restartOn.0: must not contain '..'"],

@@ -12,6 +12,8 @@ import { MeshError } from '../../core/errors.js';
 import { acquireLock } from '../lock.js';
 import { hostPaths } from '../paths.js';
 import { applyDeclaration } from '../apply-declaration.js';
+import { collectFacts } from '../facts.js';
+import { placeOfDir } from '../../core/fleet/layout.js';
 import type { ReportBody } from '../report.js';
 import { passContext, type HostContext } from '../resources/handler.js';
 import { Store } from '../store/core.js';
@@ -29,7 +31,8 @@ export async function applyBundle(bundle: string, host: HostContext): Promise<Re
     const ctx = passContext(host, config?.hostPackage ?? 'mesh-host');
     const store = await Store.openLoading(paths.store, host.load.storeChecks, ctx.faults);
     const tree = withDeclarationCache(folderTree(dir, nodeDir(node)), join(paths.stateDir, 'bundle-cache.json'));
-    const body = await applyDeclaration({ config: { node }, store, ctx }, tree, null);
+    // The bundle is the node's own folder: no groups above it, and its facts are this machine's.
+    const body = await applyDeclaration({ config: { node }, store, ctx }, tree, null, { facts: collectFacts(host.root), place: placeOfDir(nodeDir(node)) });
     if (store.journaled()) store.save(); // fold this pass's records into the snapshot; a no-op pass writes nothing
     // A problem is named by the file the person wrote (b/base.yaml), not the fleet path it stands for (nodes/<node>/base.yaml).
     const asDir = nodeDir(node);
@@ -52,6 +55,10 @@ export function folderTree(dir: string, asDir: string): TreeReader {
     async list(path) {
       const p = real(path);
       return existsSync(p) ? readdirSync(p, { withFileTypes: true }).filter((e) => e.isFile()).map((e) => e.name) : null;
+    },
+    async folders(path) {
+      const p = real(path);
+      return existsSync(p) ? readdirSync(p, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name) : [];
     },
     async read(path) {
       const p = real(path);

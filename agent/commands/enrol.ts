@@ -21,6 +21,9 @@ import { TokenFile } from '../../schema/token.js';
 import { briefingOutcome, clockLine, ineligibleErrors, packageManagerLine, recoverStore, rootWritableLine, type LastReport } from '../briefing.js';
 import { readConfig, writeConfig, writeCredential, writeNodeKey, type HostConfig } from '../config.js';
 import { loadDeclaration, nodeDir } from '../../core/declaration/load.js';
+import { findNode } from '../../core/fleet/layout.js';
+import type { Facts } from '../../schema/facts.js';
+import { collectFacts } from '../facts.js';
 import { MeshError } from '../../core/errors.js';
 import { fleetHttp } from '../fleet/http.js';
 import { openFleetRepo, type FleetRepo } from '../fleet/git.js';
@@ -65,7 +68,7 @@ async function enrolLocked(token: TokenFile, tokenFile: string, paths: HostPaths
     throw new MeshError('E_TOKEN_USED', `this machine is already enrolled as ${existing.node} generation ${existing.generation}; the token (generation ${token.generation}) cannot be used again. Issue a new token to re-enrol`);
   }
   const http = fleetHttp({ credential: token.credential });
-  const { main, identity, declared } = await readMain(paths.gitdir + '.enrol', http, token, ctx.now()).catch((e: unknown) => {
+  const { main, identity, declared } = await readMain(paths.gitdir + '.enrol', http, token, ctx.now(), collectFacts(paths.root)).catch((e: unknown) => {
     throw tokenRefused(e, token) ?? e;
   });
   const repo = await openFleetRepo(paths.gitdir, token.url, http);
@@ -126,13 +129,14 @@ function readToken(tokenFile: string, now: Date): TokenFile {
  * host's own repository gets main at its first reconcile, so that a host that never reconciled
  * has no "last fetched declaration" to fall back on while disconnected.
  */
-async function readMain(gitdir: string, http: HttpClient, token: TokenFile, now: Date): Promise<{ main: string; identity: NodeIdentity; declared: Resource[] }> {
+async function readMain(gitdir: string, http: HttpClient, token: TokenFile, now: Date, facts: Facts): Promise<{ main: string; identity: NodeIdentity; declared: Resource[] }> {
   rmSync(gitdir, { recursive: true, force: true });
   try {
     const repo = await openFleetRepo(gitdir, token.url, http);
     const main = await repo.fetch(token.mainBranch);
-    const identity = await currentIdentity(repo, main, token, now);
-    const loaded = await loadDeclaration(repo.tree(main), token.node);
+    const place = await findNode(repo.tree(main), token.node);
+    const identity = await currentIdentity(repo, main, token, now, place?.dir ?? nodeDir(token.node));
+    const loaded = await loadDeclaration(repo.tree(main), token.node, { facts, ...(place ? { place } : {}) });
     return { main, identity, declared: loaded.ok ? loaded.declaration.resources : [] };
   } finally {
     rmSync(gitdir, { recursive: true, force: true });
@@ -140,8 +144,8 @@ async function readMain(gitdir: string, http: HttpClient, token: TokenFile, now:
 }
 
 /** node.yaml on main must name exactly this token: its generation, its key, an expiry still ahead. */
-async function currentIdentity(repo: FleetRepo, main: string, token: TokenFile, now: Date): Promise<NodeIdentity> {
-  const file = `${nodeDir(token.node)}/node.yaml`;
+async function currentIdentity(repo: FleetRepo, main: string, token: TokenFile, now: Date, dir: string): Promise<NodeIdentity> {
+  const file = `${dir}/node.yaml`;
   const text = await repo.tree(main).read(file);
   const issue = `issue a new one with 'mesh-cli token issue ${token.node}'`;
   if (text === null) throw new MeshError('E_TOKEN_NOT_PUSHED', `${file} is not on ${token.mainBranch} (${main.slice(0, 12)}): push the commit that issued the token (git push in the fleet checkout) and enrol again`);

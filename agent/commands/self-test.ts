@@ -10,6 +10,7 @@ import { fleetHttp } from '../fleet/http.js';
 import { hostPaths } from '../paths.js';
 import { openStore } from '../store/store.js';
 import { HOST_VERSION } from '../../core/version.js';
+import { collectFacts } from '../facts.js';
 
 export interface SelfTest {
   version: string;
@@ -40,7 +41,7 @@ export async function selfTest(root: string): Promise<SelfTest> {
       const repo = await openFleetRepo(paths.gitdir, url, fleetHttp());
       const commit = await repo.fetched(mainBranch);
       if (!commit) return 'nothing fetched yet';
-      const loaded = await loadDeclaration(repo.tree(commit), node);
+      const loaded = await loadDeclaration(repo.tree(commit), node, { facts: collectFacts(paths.root) });
       return loaded.ok ? `${loaded.declaration.resources.length} resources at ${commit.slice(0, 12)}` : `invalid at ${commit.slice(0, 12)} (reported by the reconcile pass)`;
     });
   }

@@ -10,6 +10,10 @@ export function treeReader(gitdir: string, commit: string, cache: () => object):
       const tree = await git.readTree({ fs, gitdir, oid: commit, filepath: dir, cache: cache() }).catch((e) => notFound(e));
       return tree ? tree.tree.filter((e) => e.type === 'blob').map((e) => e.path) : null;
     },
+    async folders(dir) {
+      const tree = await git.readTree({ fs, gitdir, oid: commit, filepath: dir, cache: cache() }).catch((e) => notFound(e));
+      return tree ? tree.tree.filter((e) => e.type === 'tree').map((e) => e.path) : [];
+    },
     async read(path) {
       const blob = await git.readBlob({ fs, gitdir, oid: commit, filepath: path, cache: cache() }).catch((e) => notFound(e));
       return blob ? Buffer.from(blob.blob).toString('utf8') : null;

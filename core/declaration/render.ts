@@ -19,15 +19,12 @@ import type { Facts } from '../../schema/facts.js';
 import { DeclarationFile, RoleFile, type Include, type Resource } from '../../schema/declaration.js';
 import { resourceId } from '../../schema/resource-id.js';
 import type { Problem } from '../errors.js';
-import { levelsOf, type FolderReader, type NodePlace } from '../fleet/layout.js';
+import { levelsOf, type NodePlace } from '../fleet/layout.js';
 import { keyPositionIn, loadYaml, positionIn, type Parsed } from '../load.js';
-import { digestOf, type Declaration, type TreeReader } from './load.js';
+import { digestOf, type Declaration, type FleetReader } from './declaration.js';
 import { placeOfScalar } from './place.js';
 import { isTemplate, renderTemplate, type ScopeName, type TemplateScope } from './template.js';
 import { nodeVars, type LayeredVars } from './vars.js';
-
-/** The fleet commit as the renderer reads it: files and folders. */
-export type FleetReader = TreeReader & FolderReader;
 
 /** Files in a level that are not declarations. */
 const NOT_DECLARATIONS = new Set(['node.yaml', 'vars.yaml', 'secrets.yaml']);
