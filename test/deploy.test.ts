@@ -190,12 +190,12 @@ describe('deploy is a commit', () => {
     try {
       const r = await cli(fleet.checkout, 'validate', '--format', 'github');
       expect(r.code).toBe(1);
-      expect(r.stderr).toBe('8 problems in 7 files (7 nodes, 2 roles checked)\n');
+      expect(r.stderr).toBe('8 problems in 7 files (6 nodes, 2 roles checked)\n');
       expect(r.stdout.replace(/ineligible \(.*\); it may/, 'ineligible (<briefing>); it may')).toMatchInlineSnapshot(`
         "::error file=mesh.yaml,line=13,col=1::unknown field 'colour'
         ::error file=nodes/db-1/node.yaml,line=2,col=7::node.yaml says node 'db-9' but it is in nodes/db-1/: a node's identity must be in its own folder (issue a token with mesh-cli token issue db-1)
         ::error file=nodes/lab-1/base.yaml,line=2,col=5::node lab-1 is given 1 resource, but its last report says it is ineligible (<briefing>); it may only have an empty declaration
-        ::error file=nodes/Web_5/base.yaml,line=1,col=1::'Web_5' is not a valid node name (lower-case letters, digits and -, at most 63 characters): rename the folder nodes/Web_5/
+        ::error file=nodes/Web_5/base.yaml,line=1,col=1::group folder 'Web_5' must be lower-case letters, digits and - (as node names are)
         ::error file=nodes/web-1/extra.yaml,line=4,col=5::resources.0: unknown field 'colour'
         ::error file=nodes/web-2/extra.yaml,line=1,col=11::include roles/nope.yaml does not exist at this commit
         ::error file=nodes/web-2/extra.yaml,line=3,col=5::file:/etc/motd is declared again here and differently at nodes/web-2/base.yaml:3:5; declare it once, and vary it with variables

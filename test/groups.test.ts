@@ -140,3 +140,101 @@ describe('mesh-cli serve and status find a node in a group', { timeout: 60_000 }
     expect(summary).toMatch(/^4 nodes: /);
   });
 });
+
+describe('validate and plan read the layout', { timeout: 90_000 }, () => {
+  let f: TestFleet;
+  const planOf = async (...args: string[]) => {
+    const r = await cli(f.checkout, 'plan', '--base', 'HEAD~1', '--no-fetch', ...args);
+    expect(r.code, r.stderr).toBe(0);
+    return r;
+  };
+  const nodesOf = async () => JSON.parse((await planOf('--json')).stdout).nodes.map((n: { node: string; because: string[] }) => [n.node, n.because]);
+
+  beforeAll(async () => {
+    f = await createFleet();
+    for (const [node, group] of [['web-1', 'web'], ['web-2', 'web'], ['db-1', 'db']] as const) {
+      const r = await cli(f.checkout, 'token', 'issue', node, '--group', group, '--out', join(f.dir, `${node}.token`));
+      expect(r.code, r.stderr).toBe(0);
+    }
+    await f.commit({
+      'nodes/vars.yaml': 'motd: hello\n',
+      'nodes/web/vars.yaml': 'port: 8080\n',
+      'nodes/web/web-2/vars.yaml': 'port: 9090\n',
+      'nodes/web/base.yaml': 'resources:\n  - type: file\n    path: /etc/app.ini\n    template: true\n    content: "port = {{ vars.port }}\\nnode = {{ node.name }}\\n"\n',
+      'nodes/db/base.yaml': 'include:\n  - role: roles/motd.yaml\n    with: {text: "{{ vars.motd }} from {{ node.name }}"}\n',
+      'roles/motd.yaml': 'params:\n  text: null\nresources:\n  - type: file\n    path: /etc/motd\n    template: true\n    content: "{{ params.text }}\\n"\n',
+    }, 'a fleet in groups');
+  });
+  afterAll(() => f?.close());
+
+  it('validate checks every node wherever it sits and counts no group as a node', async () => {
+    const r = await cli(f.checkout, 'validate', '--no-fetch');
+    expect(r).toMatchObject({ code: 0, stdout: '' });
+    expect(r.stderr).toBe('note: no reports fetched: skipped the check that ineligible nodes are given no resources\nvalid: 3 nodes, 1 role, mesh.yaml\n');
+  });
+
+  it('validate names the layout\'s problems, renders the files of a group no node is in, and warns of literal templates', async () => {
+    const broken: Record<string, string> = {
+      'nodes/db/web-2/node.yaml': 'node: web-2\ngeneration: 1\n',
+      'nodes/web/web-1/extra/more.yaml': 'resources: []\n',
+      'nodes/Bad/base.yaml': 'resources: []\n',
+      'nodes/later/eu/base.yaml': 'resources:\n  - type: file\n    path: "/etc/{{ vars.nope }}.conf"\n    content: x\n',
+      'nodes/web/literal.yaml': 'resources:\n  - type: file\n    path: /etc/literal\n    content: "port {{ vars.port }}"\n',
+    };
+    for (const [path, text] of Object.entries(broken)) {
+      mkdirSync(join(f.checkout, path, '..'), { recursive: true });
+      writeFileSync(join(f.checkout, path), text);
+    }
+    try {
+      const r = await cli(f.checkout, 'validate', '--no-fetch', '--format', 'github');
+      expect(r.code).toBe(1);
+      expect(r.stdout.split('\n')).toEqual([
+        "::error file=nodes/Bad/base.yaml,line=1,col=1::group folder 'Bad' must be lower-case letters, digits and - (as node names are)",
+        '::error file=nodes/later/eu/base.yaml,line=3,col=20::unknown variable vars.nope: set it in a vars.yaml (nodes/, the node\'s groups or the node), or give a fallback with | default: VALUE',
+        '::error file=nodes/web/web-1/extra/more.yaml,line=1,col=1::nodes/web/web-1/ is a node (it holds node.yaml), so it cannot hold the folder extra/: move groups and nodes out of node folders',
+        '::error file=nodes/web/web-2/node.yaml,line=1,col=1::node web-2 is also at nodes/db/web-2/: node names are unique across nodes/ (its report branch is reports/web-2); rename or remove one',
+        "::warning file=nodes/web/literal.yaml,line=4,col=14::this body holds '{{ vars.' but is copied literally: add template: true to render it (or leave it, if the braces are the file's own)",
+        '::notice::no reports fetched: skipped the check that ineligible nodes are given no resources',
+        '',
+      ]);
+      expect(r.stderr).toBe('4 problems in 4 files (3 nodes, 1 role checked)\n');
+      const text = await cli(f.checkout, 'validate', '--no-fetch');
+      expect(text.stdout).toContain("nodes/web/literal.yaml:4:14: warning: this body holds '{{ vars.'");
+      const json = JSON.parse((await cli(f.checkout, 'validate', '--no-fetch', '--json')).stdout);
+      expect(json).toMatchObject({ ok: false, nodes: 3, warnings: [{ file: 'nodes/web/literal.yaml', line: 4, col: 14 }] });
+    } finally {
+      await git(f.checkout, 'clean', '--quiet', '-fd');
+    }
+  });
+
+  it('plan: a group\'s vars.yaml touches the nodes at or below it that use the value', async () => {
+    await f.commit({ 'nodes/web/vars.yaml': 'port: 8081\n' }, 'web: port 8081');
+    // web-2 sets its own port: only web-1's rendered declaration changed.
+    expect(await nodesOf()).toEqual([['web-1', ['nodes/web/vars.yaml']]]);
+    await f.commit({ 'nodes/web/base.yaml': 'resources:\n  - type: file\n    path: /etc/app.ini\n    mode: "0600"\n    template: true\n    content: "port = {{ vars.port }}\\nnode = {{ node.name }}\\n"\n' }, 'web: app.ini 0600');
+    expect(await nodesOf()).toEqual([['web-1', ['nodes/web/base.yaml']], ['web-2', ['nodes/web/base.yaml']]]);
+    expect((await planOf()).stdout.replace(/^plan \S+:/, 'plan <base>..<head>:').split('\n')).toEqual([
+      'plan <base>..<head>: touches 2 nodes; 0 failed their last apply; 0 ineligible; 2 never reported',
+      '',
+      'web-1, web-2 (changed: nodes/web/base.yaml)',
+      '  ~ file:/etc/app.ini: mode set to "0600"',
+      '',
+      'last reports:',
+      '  web-1  never reported',
+      '  web-2  never reported',
+      'note: no reports fetched: last outcomes and eligibility are unknown',
+      '',
+    ]);
+  });
+
+  it('plan: a role change touches every node that includes it, a fleet-wide variable every node that reads it', async () => {
+    await f.commit({ 'roles/motd.yaml': 'params:\n  text: null\nresources:\n  - type: file\n    path: /etc/motd\n    template: true\n    content: "{{ params.text }}!\\n"\n' }, 'motd: !');
+    expect(await nodesOf()).toEqual([['db-1', ['roles/motd.yaml']]]);
+    await f.commit({ 'nodes/vars.yaml': 'motd: hi\n' }, 'motd: hi');
+    expect(await nodesOf()).toEqual([['db-1', ['nodes/vars.yaml']]]);
+    // A node moved to another group is the same node: its declaration changed by its new group's files.
+    await git(f.checkout, 'mv', 'nodes/db/db-1', 'nodes/web/db-1');
+    await f.commit({}, 'db-1 moves to web');
+    expect(await nodesOf()).toEqual([['db-1', ['nodes/db/db-1/node.yaml', 'nodes/web/db-1/node.yaml']]]);
+  });
+});
