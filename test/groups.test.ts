@@ -9,7 +9,7 @@ import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cli, createFleet, git, type TestFleet } from './helpers/fleet.js';
+import { cli, createFleet, git, hostCmd, newMachine, type TestFleet } from './helpers/fleet.js';
 
 let fleet: TestFleet;
 beforeAll(async () => {
@@ -20,8 +20,8 @@ afterAll(() => fleet?.close());
 /** Issue a token with `args` in the fleet checkout; the run, and the token when it was issued. */
 async function issue(...args: string[]) {
   const r = await cli(fleet.checkout, 'token', 'issue', ...args, '--json');
-  const token = r.code === 0 ? parse(JSON.parse(r.stdout).token) : null;
-  return { ...r, token };
+  const text: string | null = r.code === 0 ? JSON.parse(r.stdout).token : null;
+  return { ...r, text, token: text === null ? null : parse(text) };
 }
 
 const identityAt = (path: string) => parse(readFileSync(join(fleet.checkout, path), 'utf8'));
@@ -132,12 +132,26 @@ describe('mesh-cli serve and status find a node in a group', { timeout: 60_000 }
     expect(await advertise('db-1', db1.token.credential.password)).toBe(200);
   });
 
-  it('status lists every node at any depth and never a group', async () => {
+  it('status lists every node at any depth and never a group, and verifies a grouped node\'s reports against its node.yaml', async () => {
+    const web3 = await issue('web-3', '--group', 'web/eu');
+    await git(fleet.checkout, 'push', '--quiet');
+    const tokenFile = join(fleet.dir, 'web-3.token');
+    writeFileSync(tokenFile, web3.text!, { mode: 0o600 });
+    const root = newMachine(join(fleet.dir, 'machines', 'web-3'));
+    mkdirSync(join(root, 'var/lib/dpkg'), { recursive: true });
+    writeFileSync(join(root, 'var/lib/dpkg/status'), '');
+    const enrolled = await hostCmd(root, 'enrol', '--token-file', tokenFile);
+    expect(enrolled.code, enrolled.stderr).toBe(0);
+
     const r = await cli(fleet.checkout, 'status', '--json');
     expect(r.code, r.stderr).toBe(0);
     const { nodes, summary } = JSON.parse(r.stdout);
-    expect(nodes.map((n: { node: string }) => n.node)).toEqual(['db-1', 'solo-1', 'web-1', 'web-2']);
-    expect(summary).toMatch(/^4 nodes: /);
+    expect(nodes.map((n: { node: string }) => n.node)).toEqual(['db-1', 'solo-1', 'web-1', 'web-2', 'web-3']);
+    expect(nodes.find((n: { node: string }) => n.node === 'web-3')).toMatchObject({ outcome: 'enrolled', signature: 'valid', generation: 1 });
+    expect(summary).toMatch(/^5 nodes: 1 enrolled, 4 no report/);
+    const history = await cli(fleet.checkout, 'status', '--node', 'web-3', '--json', '--no-fetch');
+    expect(history.code, history.stderr).toBe(0);
+    expect(JSON.parse(history.stdout)).toMatchObject({ node: 'web-3', entries: [{ signature: 'valid', outcome: 'enrolled' }] });
   });
 });
 
