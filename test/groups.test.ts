@@ -73,6 +73,9 @@ describe('token issue, retire and revoke find a node wherever it sits', { timeou
     expect(empty.stderr).toContain("--group web//eu: '' is not a valid group name");
     const deep = await issue('web-9', '--group', 'a/b/c/d/e/f/g/h/i');
     expect(deep.stderr).toContain('--group a/b/c/d/e/f/g/h/i: groups nest at most 8 deep');
+    const group = await issue('web');
+    expect(group.code).toBe(2);
+    expect(group.stderr).toBe('mesh-cli: nodes/web/ is a group (it holds the folder eu/), so it cannot become the node web: a node holds no folders; choose another name for the node\n');
     const inNode = await issue('web-9', '--group', 'web/eu/web-1');
     expect(inNode.code).toBe(2);
     expect(inNode.stderr).toContain('nodes/web/eu/web-1/ is a node (it holds node.yaml), so it cannot hold other nodes');

@@ -114,15 +114,18 @@ function sameGroup(node: string, dir: string, group: string | undefined): string
 
 /** Where a new node goes: nodes/GROUP/NODE/ (nodes/NODE/ without a group), checked against the checkout. */
 async function newNodeDir(fleet: Fleet, node: string, group: string | undefined): Promise<string> {
-  if (group === undefined || group === '') return `${NODES}/${node}`;
-  const path = groupPath(group);
   const tree = workingTree(fleet.dir);
-  const parts = path.split('/');
+  const path = group === undefined || group === '' ? '' : groupPath(group);
+  const parts = path === '' ? [] : path.split('/');
   for (let i = 1; i <= parts.length; i++) {
     const dir = `${NODES}/${parts.slice(0, i).join('/')}`;
     if ((await tree.list(dir))?.includes('node.yaml')) throw new MeshError('E_BAD_GROUP', `${dir}/ is a node (it holds node.yaml), so it cannot hold other nodes: --group names groups, folders under nodes/ without node.yaml`);
   }
-  return `${NODES}/${path}/${node}`;
+  const dir = path === '' ? `${NODES}/${node}` : `${NODES}/${path}/${node}`;
+  // The folder may already hold the node's declaration files; a folder holding folders is a group, and stays one.
+  const inside = await tree.folders(dir);
+  if (inside.length > 0) throw new MeshError('E_BAD_GROUP', `${dir}/ is a group (it holds the folder${inside.length === 1 ? '' : 's'} ${inside.map((f) => `${f}/`).join(', ')}), so it cannot become the node ${node}: a node holds no folders; choose another name for the node`);
+  return dir;
 }
 
 /** `group` checked: group names joined by /, each a valid name, at most MAX_GROUP_DEPTH deep. */
