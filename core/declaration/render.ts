@@ -89,9 +89,9 @@ export async function renderDeclaration(tree: FleetReader, place: NodePlace, fac
 }
 
 /** Render one declaration file (params null) or role (params given), its includes first, in place. */
-async function renderFile(pass: Pass, file: string, params: Record<string, unknown> | null, chain: string[]): Promise<void> {
+async function renderFile(pass: Pass, file: string, params: Record<string, unknown> | null, chain: string[], known?: string): Promise<void> {
   pass.files.push(file);
-  const text = (await pass.tree.read(file)) ?? '';
+  const text = known ?? (await pass.tree.read(file)) ?? '';
   const scope: TemplateScope = params === null ? pass.base : { ...pass.base, params };
   const reads: ScopeName[][] = [];
   const loaded = loadYaml(text, file, params === null ? DeclarationFile : RoleFile, (data, parsed) => renderFields(data, parsed, scope, reads, pass.warnings));
@@ -143,7 +143,7 @@ async function includeRole(pass: Pass, file: string, text: string, k: number, in
   const key = `${role}\0${JSON.stringify(params, Object.keys(params).sort())}`;
   if (pass.included.has(key)) return; // the same role with the same parameters: once
   pass.included.add(key);
-  await renderFile(pass, role, params, chain);
+  await renderFile(pass, role, params, chain, roleText); // read once: a file is one answer of the tree (the bundle cache counts on it)
 }
 
 /** The `params:` a role declares (null: it declares none, and takes what it is given). */

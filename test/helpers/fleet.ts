@@ -119,8 +119,8 @@ export interface TestFleet {
   operator: string;
   /** The private key that signs the checkout's commits (trusted in mesh.yaml). */
   signingKey: string;
-  /** Issue a token for `node`, push it, and enrol a new simulated machine (with a dpkg database: eligible); returns its root. */
-  enrol(node: string): Promise<string>;
+  /** Issue a token for `node` (in group folder `group` under nodes/, when given), push it, and enrol a new simulated machine (with a dpkg database: eligible); returns its root. */
+  enrol(node: string, group?: string): Promise<string>;
   /** Write files in the checkout, commit and push; returns the new commit. */
   commit(files: Record<string, string | null>, message: string): Promise<string>;
   close(): Promise<void>;
@@ -157,9 +157,9 @@ export async function createFleet(): Promise<TestFleet> {
     plainUrl: `${server.url}fleet.git`,
     operator,
     signingKey: key,
-    async enrol(node) {
+    async enrol(node, group) {
       const tokenFile = join(dir, `${node}.token`);
-      const issued = await cli(checkout, 'token', 'issue', node, '--out', tokenFile);
+      const issued = await cli(checkout, 'token', 'issue', node, '--out', tokenFile, ...(group ? ['--group', group] : []));
       if (issued.code !== 0) throw new Error(issued.stderr);
       await git(checkout, 'push', '--quiet');
       const root = newMachine(join(dir, 'machines', node));

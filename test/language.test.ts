@@ -1,0 +1,105 @@
+/**
+ * The fleet language end to end, on the real server with real hosts: nodes in groups, variables
+ * at three levels, a template with the node's name and a fact, a role included with two sets of
+ * parameters; `mesh-cli set` changes one variable, the plan names exactly the nodes it touches,
+ * and after the hosts run, `status --commit` says which applied it.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cli, createFleet, git, hostCmd, type TestFleet } from './helpers/fleet.js';
+
+const app = `include:
+  - role: roles/vhost.yaml
+    with: {server_name: "{{ node.name }}.example.org", port: "{{ vars.port }}"}
+  - role: roles/vhost.yaml
+    with: {server_name: "admin.{{ node.name }}", port: 8443}
+resources:
+  - type: file
+    path: /etc/app/app.ini
+    template: true
+    content: |
+      # {{ vars.greeting }} from {{ node.name }} ({{ node.groups | join: "/" }}) on {{ facts.hostname }}
+      port = {{ vars.port }}
+      workers = {{ vars.workers | default: facts.cpus }}
+`;
+
+const vhost = `params:
+  server_name: null
+  port: 80
+resources:
+  - type: file
+    path: /etc/vhosts/{{ params.server_name }}.conf
+    template: true
+    content: "listen {{ params.port }}; server_name {{ params.server_name }};\\n"
+`;
+
+describe('the fleet language: groups, variables, templates and roles with parameters', () => {
+  let fleet: TestFleet;
+  const roots = new Map<string, string>();
+  const run = async (node: string) => {
+    const r = await hostCmd(roots.get(node)!, 'run', '--once');
+    expect(r.stderr, `${node}: ${r.stderr}`).not.toContain('error');
+    return r;
+  };
+  const file = (node: string, path: string) => readFileSync(join(roots.get(node)!, path), 'utf8');
+
+  beforeAll(async () => {
+    fleet = await createFleet();
+    for (const [node, group] of [['web-1', 'web'], ['web-2', 'web'], ['db-1', 'db']] as const) {
+      const root = await fleet.enrol(node, group);
+      writeFileSync(join(root, 'etc/hostname'), `${node}.lab\n`); // the hostname fact of a simulated machine
+      roots.set(node, root);
+    }
+  });
+  afterAll(async () => fleet?.close());
+
+  it('each node gets the files its groups, variables, roles and facts make', async () => {
+    await fleet.commit({
+      'nodes/vars.yaml': 'port: 8080\ngreeting: hello\n',
+      'nodes/web/vars.yaml': 'port: 9090\n',
+      'nodes/web/web-2/vars.yaml': 'port: 9191\n',
+      'nodes/web/app.yaml': app,
+      'roles/vhost.yaml': vhost,
+      'nodes/db/base.yaml': 'resources:\n  - type: file\n    path: /etc/motd\n    template: true\n    content: "{{ node.name }}: {{ vars.greeting }}\\n"\n',
+    }, 'web and db groups');
+    for (const node of roots.keys()) await run(node);
+    const workers = (await import('node:os')).cpus().length;
+    expect(file('web-1', 'etc/app/app.ini')).toBe(`# hello from web-1 (web) on web-1.lab\nport = 9090\nworkers = ${workers}\n`);
+    expect(file('web-2', 'etc/app/app.ini')).toBe(`# hello from web-2 (web) on web-2.lab\nport = 9191\nworkers = ${workers}\n`);
+    expect(file('web-1', 'etc/vhosts/web-1.example.org.conf')).toBe('listen 9090; server_name web-1.example.org;\n');
+    expect(file('web-2', 'etc/vhosts/admin.web-2.conf')).toBe('listen 8443; server_name admin.web-2;\n');
+    expect(file('db-1', 'etc/motd')).toBe('db-1: hello\n');
+  });
+
+  it('mesh-cli set changes one variable; plan names exactly the nodes it touches; status --commit says they applied it', async () => {
+    const set = await cli(fleet.checkout, 'set', 'nodes/web/vars.yaml', 'port=9999');
+    expect(set.stdout).toBe('nodes/web/vars.yaml: port: 9090 -> 9999\n');
+    await git(fleet.checkout, 'commit', '--quiet', '-am', 'web: port 9999');
+    await git(fleet.checkout, 'push', '--quiet');
+    const plan = await cli(fleet.checkout, 'plan', '--base', 'HEAD~1', '--format', 'json');
+    expect(plan.code).toBe(0);
+    const planned = JSON.parse(plan.stdout) as { nodes: Array<{ node: string; changes: Array<{ id: string }> }> };
+    expect(planned.nodes.map((n) => n.node)).toEqual(['web-1']); // web-2 sets its own port; db-1 is in another group
+    expect(planned.nodes[0]!.changes.map((c) => c.id).sort()).toEqual(['file:/etc/app/app.ini', 'file:/etc/vhosts/web-1.example.org.conf']);
+    for (const node of roots.keys()) await run(node);
+    expect(file('web-1', 'etc/app/app.ini')).toContain('port = 9999\n');
+    const status = await cli(fleet.checkout, 'status', '--commit', 'HEAD', '--json');
+    const rollout = JSON.parse(status.stdout) as { affected: string[]; applied: string[]; outstanding: string[]; failed: unknown[] };
+    expect(rollout).toMatchObject({ affected: ['web-1'], applied: ['web-1'], outstanding: [], failed: [] });
+  });
+
+  it('a template error is reported at its file, line and column, and the host applies nothing', async () => {
+    await fleet.commit({ 'nodes/web/app.yaml': app.replace('{{ vars.port }}\n      workers', '{{ vars.prot }}\n      workers') }, 'a typo');
+    const validate = await cli(fleet.checkout, 'validate');
+    expect(validate.code).toBe(1);
+    expect(validate.stdout + validate.stderr).toContain('nodes/web/app.yaml:12:16: unknown variable vars.prot');
+    const before = file('web-1', 'etc/app/app.ini');
+    await hostCmd(roots.get('web-1')!, 'run', '--once');
+    expect(file('web-1', 'etc/app/app.ini')).toBe(before);
+    await git(fleet.checkout, 'fetch', '--quiet', 'origin', '+refs/heads/reports/*:refs/remotes/origin/reports/*');
+    const report = JSON.parse(await git(fleet.checkout, 'show', 'origin/reports/web-1:status.json')) as { outcome: string; errors: Array<{ file?: string; line?: number; col?: number; message: string }> };
+    expect(report.outcome).toBe('failed');
+    expect(report.errors[0]).toMatchObject({ file: 'nodes/web/app.yaml', line: 12, col: 16 });
+  });
+});
