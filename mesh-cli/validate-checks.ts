@@ -1,10 +1,10 @@
 /**
  * Every check `mesh-cli validate` makes over one tree of the fleet repo, each problem with
  * file, line and column: mesh.yaml, every role, the layout of nodes/ (groups and nodes, names
- * unique across the tree), every node's name and node.yaml, every node's declaration through
- * the same loader the host uses, and the files of groups no node is in yet (rendered for a
- * placeholder node with placeholder facts) (schemas, includes that
- * resolve, duplicate identities, paths, sources). Reports are passed in, so that a node
+ * unique across the tree), every node's name and node.yaml, and every node's declaration
+ * through the same loader the host uses (templates, schemas, includes that resolve, duplicate
+ * identities, paths, sources), rendered with placeholder facts; the files of a group no node
+ * is in yet are rendered for a placeholder node there. Reports are passed in, so that a node
  * given resources while its last valid report says it is ineligible is caught here too.
  */
 import { loadDeclaration } from '../core/declaration/load.js';
