@@ -10,6 +10,33 @@ import { join } from 'node:path';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cli, createFleet, git, hostCmd, newMachine, type TestFleet } from './helpers/fleet.js';
+import { nodeYamls, pathsReader } from '../mesh-cli/layout.js';
+
+describe('node.yaml found in a listing of nodes/', () => {
+  it('finds each node at any depth; a name in two folders has none; a node.yaml inside a node or a group folder is no node', async () => {
+    const listing = [
+      'nodes/vars.yaml',
+      'nodes/solo/node.yaml',
+      'nodes/web/base.yaml',
+      'nodes/web/eu/web-1/node.yaml',
+      'nodes/web/eu/web-1/app.yaml',
+      'nodes/web/web-2/node.yaml',
+      'nodes/web/web-2/inner/node.yaml',
+      'nodes/a/twin/node.yaml',
+      'nodes/b/twin/node.yaml',
+    ];
+    expect(await nodeYamls(listing)).toEqual(new Map([
+      ['twin', null],
+      ['solo', 'nodes/solo/node.yaml'],
+      ['web-1', 'nodes/web/eu/web-1/node.yaml'],
+      ['web-2', 'nodes/web/web-2/node.yaml'],
+    ]));
+    const tree = pathsReader(listing);
+    expect(await tree.list('nodes/web/eu')).toEqual([]);
+    expect(await tree.list('nodes/none')).toBeNull();
+    expect(await tree.folders('nodes/web')).toEqual(['eu', 'web-2']);
+  });
+});
 
 let fleet: TestFleet;
 beforeAll(async () => {
