@@ -281,4 +281,14 @@ describe('validate and plan read the layout', { timeout: 90_000 }, () => {
     await f.commit({}, 'db-1 moves to web');
     expect(await nodesOf()).toEqual([['db-1', ['nodes/db/db-1/node.yaml', 'nodes/web/db-1/node.yaml']]]);
   });
+
+  it('retire says which of its groups\' files still give the node resources', async () => {
+    const r = await cli(f.checkout, 'retire', 'web-2');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout.split('\n').slice(-2)).toEqual([
+      "note: its groups' files (nodes/web/base.yaml) still give web-2 resources; retire leaves them, as they are other nodes' too. Its host applies none of them while it is retired, and 'mesh-cli validate' reports them until web-2 is moved out of the group (git mv)",
+      '',
+    ]);
+    expect(await git(f.checkout, 'show', '--name-only', '--format=%s', 'HEAD')).toBe('retire web-2: empty declaration\n\nnodes/web/web-2/node.yaml\nnodes/web/web-2/vars.yaml');
+  });
 });

@@ -12,12 +12,18 @@ import { MeshError } from '../../core/errors.js';
 import { commitPaths, openFleet, type Fleet } from '../fleet.js';
 import { existingIdentity, writeIdentity } from './token.js';
 import { git } from '../git.js';
+import { loadDeclaration } from '../../core/declaration/load.js';
+import { placeOfDir } from '../../core/fleet/layout.js';
+import { PLACEHOLDER_FACTS } from '../../schema/facts.js';
+import { workingTree } from '../tree.js';
 
 export interface Retired {
   node: string;
   commit: string;
   /** Declaration files removed, relative to the fleet repo. */
   removed: string[];
+  /** When its declaration still has resources after the retire: the files of its groups (and nodes/) that make it up, which retire leaves (they are other nodes' too). */
+  stillDeclaredBy?: string[];
 }
 
 /** Empty `node`'s declaration and mark it retired, in one commit. */
@@ -29,7 +35,15 @@ export async function retireNode(fleet: Fleet, node: string): Promise<Retired> {
   for (const f of removed) rmSync(join(fleet.dir, f), { force: true });
   const file = writeIdentity(fleet, { ...identity, retired: true }, 'retire', dir);
   const commit = await commitPaths(fleet.dir, [file, ...removed.map((f) => join(fleet.dir, f))], `retire ${node}: empty declaration`);
-  return { node, commit, removed };
+  const left = await declaredAbove(fleet, node, dir);
+  return { node, commit, removed, ...(left.length ? { stillDeclaredBy: left } : {}) };
+}
+
+/** The files above the node's own folder (its groups', nodes/) that still give it resources, as the checkout renders them. */
+async function declaredAbove(fleet: Fleet, node: string, dir: string): Promise<string[]> {
+  const loaded = await loadDeclaration(workingTree(fleet.dir), node, { facts: PLACEHOLDER_FACTS, place: placeOfDir(dir) });
+  if (!loaded.ok || loaded.declaration.resources.length === 0) return [];
+  return loaded.declaration.files.filter((f) => !f.startsWith('roles/') && !f.startsWith(`${dir}/`) && !f.endsWith('/vars.yaml'));
 }
 
 /** Register `retire NODE`. */
@@ -44,5 +58,6 @@ export function retireCommand(program: Command): void {
       if (o.json) return void console.log(JSON.stringify(retired));
       console.log(`retired ${node}: committed ${retired.commit.slice(0, 12)}${retired.removed.length ? ` (removed ${retired.removed.join(', ')})` : ''}`);
       console.log(`push it (git push): the host removes everything mesh owns there and reports 'retired'; then 'mesh-cli revoke ${node}' withdraws its identity`);
+      if (retired.stillDeclaredBy) console.log(`note: its groups' files (${retired.stillDeclaredBy.join(', ')}) still give ${node} resources; retire leaves them, as they are other nodes' too. Its host applies none of them while it is retired, and 'mesh-cli validate' reports them until ${node} is moved out of the group (git mv)`);
     });
 }
