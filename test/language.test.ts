@@ -15,6 +15,8 @@ const app = `include:
   - role: roles/vhost.yaml
     with: {server_name: "admin.{{ node.name }}", port: 8443}
 resources:
+  - type: directory
+    path: /etc/app
   - type: file
     path: /etc/app/app.ini
     template: true
@@ -28,6 +30,8 @@ const vhost = `params:
   server_name: null
   port: 80
 resources:
+  - type: directory
+    path: /etc/vhosts
   - type: file
     path: /etc/vhosts/{{ params.server_name }}.conf
     template: true
@@ -85,21 +89,23 @@ describe('the fleet language: groups, variables, templates and roles with parame
     for (const node of roots.keys()) await run(node);
     expect(file('web-1', 'etc/app/app.ini')).toContain('port = 9999\n');
     const status = await cli(fleet.checkout, 'status', '--commit', 'HEAD', '--json');
-    const rollout = JSON.parse(status.stdout) as { affected: string[]; applied: string[]; outstanding: string[]; failed: unknown[] };
-    expect(rollout).toMatchObject({ affected: ['web-1'], applied: ['web-1'], outstanding: [], failed: [] });
+    const rollout = JSON.parse(status.stdout) as { affected: string[]; applied: Array<{ node: string }>; outstanding: unknown[]; failed: unknown[] };
+    expect(rollout.affected).toEqual(['web-1']);
+    expect(rollout.applied.map((a) => a.node)).toEqual(['web-1']);
+    expect(rollout).toMatchObject({ outstanding: [], failed: [] });
   });
 
   it('a template error is reported at its file, line and column, and the host applies nothing', async () => {
     await fleet.commit({ 'nodes/web/app.yaml': app.replace('{{ vars.port }}\n      workers', '{{ vars.prot }}\n      workers') }, 'a typo');
     const validate = await cli(fleet.checkout, 'validate');
     expect(validate.code).toBe(1);
-    expect(validate.stdout + validate.stderr).toContain('nodes/web/app.yaml:12:16: unknown variable vars.prot');
+    expect(validate.stdout + validate.stderr).toContain('nodes/web/app.yaml:14:17: unknown variable vars.prot');
     const before = file('web-1', 'etc/app/app.ini');
     await hostCmd(roots.get('web-1')!, 'run', '--once');
     expect(file('web-1', 'etc/app/app.ini')).toBe(before);
     await git(fleet.checkout, 'fetch', '--quiet', 'origin', '+refs/heads/reports/*:refs/remotes/origin/reports/*');
     const report = JSON.parse(await git(fleet.checkout, 'show', 'origin/reports/web-1:status.json')) as { outcome: string; errors: Array<{ file?: string; line?: number; col?: number; message: string }> };
     expect(report.outcome).toBe('failed');
-    expect(report.errors[0]).toMatchObject({ file: 'nodes/web/app.yaml', line: 12, col: 16 });
+    expect(report.errors[0]).toMatchObject({ file: 'nodes/web/app.yaml', line: 14, col: 17 });
   });
 });
