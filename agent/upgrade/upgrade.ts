@@ -35,9 +35,10 @@ import { HOST_VERSION } from '../../core/version.js';
 import type { PackageResource } from '../../schema/declaration.js';
 import type { ResourceResult } from '../../schema/report.js';
 import type { Observed } from '../../core/plan.js';
+import { EXIT } from '../../core/exit.js';
 
-/** Exit status of a new version that completed no pass within its probation; the unit's RestartPreventExitStatus. */
-export const PROBATION_EXIT = 69;
+/** Exit status of a new version that completed no pass within its probation; the unit's RestartPreventExitStatus (core/exit.ts's table). */
+export const PROBATION_EXIT = EXIT.probation;
 
 /** The package handler's hooks for the host's own package (it calls them only for that package, installed or changed). */
 export const hostUpgrade: HostUpgrade = {
