@@ -11,20 +11,23 @@ import { digestOf, loadDeclaration, type DeclarationResult } from '../core/decla
 import { levelsOf, readLayout, type NodePlace } from '../core/fleet/layout.js';
 import { commitTree, type FleetTree } from './tree.js';
 import { git } from './git.js';
-import { PLACEHOLDER_FACTS } from '../schema/facts.js';
+import { PLACEHOLDER_FACTS, type Facts } from '../schema/facts.js';
 
 /** Every node in `tree` and where it sits under nodes/ (core's layout: a folder holding node.yaml is a node, any other a group). */
 export async function nodePlaces(tree: FleetTree): Promise<Map<string, NodePlace>> {
   return (await readLayout(tree)).nodes;
 }
 
+/** The facts a node is rendered with, when known (from its last verified report); placeholders otherwise. */
+export type FactsOf = (node: string) => Facts | undefined;
+
 /** The declaration of each of `nodes` (every node in `tree` when not given) by node name; a node not in `tree` has an empty one. */
-export async function loadAll(tree: FleetTree, nodes?: string[], known?: Map<string, NodePlace>): Promise<Map<string, DeclarationResult>> {
+export async function loadAll(tree: FleetTree, nodes?: string[], known?: Map<string, NodePlace>, factsOf?: FactsOf): Promise<Map<string, DeclarationResult>> {
   const places = known ?? (await nodePlaces(tree));
   const names = nodes ?? [...places.keys()];
   const results = await Promise.all(names.map(async (n) => {
     const place = places.get(n);
-    return [n, place ? await loadDeclaration(tree, n, { facts: PLACEHOLDER_FACTS, place }) : empty(n)] as const;
+    return [n, place ? await loadDeclaration(tree, n, { facts: factsOf?.(n) ?? PLACEHOLDER_FACTS, place }) : empty(n)] as const;
   }));
   return new Map(results);
 }
@@ -49,7 +52,7 @@ export interface NodeChange {
 }
 
 /** Nodes whose resolved declaration differs between `base` and `head` (commits, or the empty tree). */
-export async function changedNodes(dir: string, base: string, head: string): Promise<NodeChange[]> {
+export async function changedNodes(dir: string, base: string, head: string, factsOf?: FactsOf): Promise<NodeChange[]> {
   const changed = (await git(dir, ['diff-tree', '-r', '--name-only', '-z', '--no-commit-id', base, head])).split('\0').filter(Boolean);
   if (!changed.some((p) => p.startsWith('nodes/') || p.startsWith('roles/'))) return [];
   const [baseTree, headTree] = await Promise.all([commitTree(dir, base), commitTree(dir, head)]);
@@ -58,7 +61,7 @@ export async function changedNodes(dir: string, base: string, head: string): Pro
   const roles = changed.some((p) => p.startsWith('roles/'));
   const touched = (places: Map<string, NodePlace>) => [...places.values()].filter((place) => roles || changed.some((p) => feeds(p, place))).map((place) => place.node);
   const candidates = [...new Set([...touched(basePlaces), ...touched(headPlaces)])];
-  const [before, after] = await Promise.all([loadAll(baseTree, candidates, basePlaces), loadAll(headTree, candidates, headPlaces)]);
+  const [before, after] = await Promise.all([loadAll(baseTree, candidates, basePlaces, factsOf), loadAll(headTree, candidates, headPlaces, factsOf)]);
   const result: NodeChange[] = [];
   for (const node of candidates.sort()) {
     const b = before.get(node)!;

@@ -15,7 +15,7 @@ const WORD = { add: 'added', change: 'changed', remove: 'removed' } as const;
 export function groupNodes(nodes: NodePlan[]): NodePlan[][] {
   const groups = new Map<string, NodePlan[]>();
   for (const n of nodes) {
-    const key = JSON.stringify([n.because, n.changes, n.reordered, n.problems?.map((p) => p.message)]);
+    const key = JSON.stringify([n.because, n.changes, n.reordered, n.problems?.map((p) => p.message), n.cannotPlan]);
     groups.set(key, [...(groups.get(key) ?? []), n]);
   }
   return [...groups.values()];
@@ -48,6 +48,7 @@ export function formatPlanText(r: PlanResult, now: Date): string {
     const g = group[0]!;
     lines.push('', `${group.map((n) => n.node).join(', ')}${g.because.length ? ` (changed: ${g.because.join(', ')})` : ''}`);
     for (const p of g.problems ?? []) lines.push(`  invalid: ${p.file}:${p.line}:${p.col}: ${p.message}`);
+    if (g.cannotPlan) lines.push(`  cannot plan: no report yet; ${g.cannotPlan.join(', ')} read facts, shown here with placeholder facts`);
     for (const c of g.changes) {
       const fields = describeFields(c);
       lines.push(`  ${SIGN[c.action]} ${c.id}${fields ? `: ${fields}` : ''}`);
@@ -90,6 +91,7 @@ function groupMarkdown(group: NodePlan[]): string {
   const lines = ['', '', `### ${group.map((n) => n.node).join(', ')}${group.length > 1 ? ` (${group.length} nodes)` : ''}`];
   if (g.because.length) lines.push('', `Changed: ${g.because.map((f) => code(f)).join(', ')}`);
   if (g.problems) lines.push('', '**The declaration is invalid at head; the host would apply nothing:**', '', ...g.problems.map((p) => `- ${code(`${p.file}:${p.line}:${p.col}`)}: ${p.message}`));
+  if (g.cannotPlan) lines.push('', `**Cannot plan: no report yet.** ${g.cannotPlan.map((id) => code(id)).join(', ')} read facts; shown here with placeholder facts.`);
   if (g.changes.length) lines.push('', ...g.changes.map((c) => `- **${WORD[c.action]}** ${code(c.id)}${describeFields(c) ? `: ${describeFields(c)}` : ''}`));
   if (g.reordered) lines.push('', 'Resources reordered (the host applies them in declared order).');
   for (const c of g.changes.filter((c) => c.diff)) lines.push('', `<details><summary>${escapeHtml(c.id)}</summary>`, '', ...fenced('diff', c.diff!), '', '</details>');

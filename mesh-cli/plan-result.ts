@@ -27,6 +27,8 @@ export interface NodePlan {
   reordered: boolean;
   /** The head declaration is invalid: the host would apply nothing and report these. */
   problems?: Problem[];
+  /** Resources that read a fact of a node that has not reported its facts yet: planned with placeholder facts, so their content here is not what the node will get. */
+  cannotPlan?: string[];
   last: LastReport;
 }
 

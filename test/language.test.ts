@@ -86,6 +86,10 @@ describe('the fleet language: groups, variables, templates and roles with parame
     const planned = JSON.parse(plan.stdout) as { nodes: Array<{ node: string; changes: Array<{ id: string }> }> };
     expect(planned.nodes.map((n) => n.node)).toEqual(['web-1']); // web-2 sets its own port; db-1 is in another group
     expect(planned.nodes[0]!.changes.map((c) => c.id).sort()).toEqual(['file:/etc/app/app.ini', 'file:/etc/vhosts/web-1.example.org.conf']);
+    // Rendered with the facts web-1 reported (its hostname), not placeholders.
+    const text = await cli(fleet.checkout, 'plan', '--base', 'HEAD~1');
+    expect(text.stdout).toContain(' # hello from web-1 (web) on web-1.lab\n');
+    expect(text.stdout).not.toContain('cannot plan');
     for (const node of roots.keys()) await run(node);
     expect(file('web-1', 'etc/app/app.ini')).toContain('port = 9999\n');
     const status = await cli(fleet.checkout, 'status', '--commit', 'HEAD', '--json');
@@ -93,6 +97,16 @@ describe('the fleet language: groups, variables, templates and roles with parame
     expect(rollout.affected).toEqual(['web-1']);
     expect(rollout.applied.map((a) => a.node)).toEqual(['web-1']);
     expect(rollout).toMatchObject({ outstanding: [], failed: [] });
+  });
+
+  it('a node that never reported cannot be planned where its declaration reads facts, and plan says so', async () => {
+    const issued = await cli(fleet.checkout, 'token', 'issue', 'web-3', '--group', 'web', '--out', join(fleet.dir, 'web-3.token'));
+    expect(issued.code).toBe(0);
+    await git(fleet.checkout, 'push', '--quiet');
+    const plan = await cli(fleet.checkout, 'plan', '--base', 'HEAD~1', '--format', 'json');
+    const web3 = (JSON.parse(plan.stdout) as { nodes: Array<{ node: string; cannotPlan?: string[] }> }).nodes.find((n) => n.node === 'web-3');
+    expect(web3?.cannotPlan).toEqual(['file:/etc/app/app.ini']);
+    expect((await cli(fleet.checkout, 'plan', '--base', 'HEAD~1')).stdout).toContain('web-3 (changed: nodes/web/web-3/node.yaml)\n  cannot plan: no report yet; file:/etc/app/app.ini read facts, shown here with placeholder facts');
   });
 
   it('a template error is reported at its file, line and column, and the host applies nothing', async () => {

@@ -105,7 +105,7 @@ async function enrolLocked(token: TokenFile, tokenFile: string, paths: HostPaths
   const trust = enrolmentTrust(paths, token, last, identity, store);
   const inventory = collectInventory(paths.root, declared);
   const outcome = briefingOutcome(briefing);
-  const body = { kind: 'enrolment' as const, commit: main, digest: null, outcome, errors: ineligibleErrors(failed), resources: [], trust: trust.mode, lastApplied: trust.anchor?.commit ?? null, profile: collectProfile(paths.root), inventory, briefing };
+  const body = { kind: 'enrolment' as const, commit: main, digest: null, outcome, errors: ineligibleErrors(failed), resources: [], trust: trust.mode, lastApplied: trust.anchor?.commit ?? null, facts: collectFacts(paths.root), profile: collectProfile(paths.root), inventory, briefing };
   const oid = await recordReport(repo, store, buildReport(config, store, body, ctx.now()), nodeKeys.privateKey);
   await sendReports(repo, store, token.node);
 

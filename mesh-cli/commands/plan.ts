@@ -17,13 +17,18 @@ import { resolveCommit } from '../tree.js';
 
 /** The plan from `base` to `head`, with each affected node's last report as fetched. */
 export async function planFleet(fleet: Fleet, base: string, head: string, notes: string[] = []): Promise<PlanResult> {
-  const changed = await changedNodes(fleet.dir, base, head);
-  if ((await reportedNodes(fleet)).length === 0) notes.push('no reports fetched: last outcomes and eligibility are unknown');
+  const reported = await reportedNodes(fleet);
+  if (reported.length === 0) notes.push('no reports fetched: last outcomes and eligibility are unknown');
+  // Each node is rendered with the facts of its last verified report, as its host would render it.
+  const known = await lastReports(fleet, reported);
+  const factsOf = (node: string) => trusted(known.get(node))?.facts;
+  const changed = await changedNodes(fleet.dir, base, head, factsOf);
   const reports = await lastReports(fleet, changed.map((c) => c.node));
   const nodes = changed.map((c): NodePlan => {
     const resources = (r: typeof c.base) => (r.ok ? r.declaration.resources : []);
     const { changes, reordered } = diffDeclarations(resources(c.base), resources(c.head));
-    return { node: c.node, because: c.because, changes, reordered, ...(c.head.ok ? {} : { problems: c.head.problems }), last: lastOf(reports.get(c.node)!) };
+    const guessed = factsOf(c.node) ? [] : c.head.ok ? (c.head.declaration.readFacts ?? []) : [];
+    return { node: c.node, because: c.because, changes, reordered, ...(c.head.ok ? {} : { problems: c.head.problems }), ...(guessed.length ? { cannotPlan: guessed } : {}), last: lastOf(reports.get(c.node)!) };
   });
   return { base, head, nodes, summary: summaryLine(nodes), notes };
 }
