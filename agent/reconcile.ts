@@ -33,7 +33,7 @@ import { loadYamlOrThrow } from '../core/load.js';
 import type { Report } from '../schema/report.js';
 import { applyDeclaration } from './apply-declaration.js';
 import { ineligibleErrors } from './briefing.js';
-import { loadDeclarationWith, nodeDir, type LoadOptions, type TreeReader } from '../core/declaration/declaration.js';
+import { loadDeclarationWith, type LoadOptions, type TreeReader } from '../core/declaration/declaration.js';
 import { findNode } from '../core/fleet/layout.js';
 import { collectFacts } from './facts.js';
 import { MeshError, messageOf } from '../core/errors.js';
@@ -109,10 +109,10 @@ async function assign(host: Host, tree: TreeReader): Promise<Assignment> {
   const { node, generation } = host.config;
   // The node may sit in a group (nodes/web/eu/web-1/): looked for where it was last time first.
   const place = await findNode(tree, node, readPlace(host.paths));
-  const file = `${place?.dir ?? nodeDir(node)}/node.yaml`;
   if (place === null) throw new MeshError('E_NO_IDENTITY', `${node}/node.yaml is nowhere under nodes/ on ${host.config.mainBranch}: the fleet no longer knows ${node}, so this host applies nothing. Restore the file, or retire the node with 'mesh-cli retire ${node}'`);
   keepPlace(host.paths, place.dir);
-  const text = (await tree.read(file))!;
+  const file = `${place.dir}/node.yaml`;
+  const text = (await tree.read(file))!; // findNode saw it there
   const opts: LoadOptions = { facts: collectFacts(host.ctx.root), place };
   const identity = loadYamlOrThrow(text, file, NodeIdentity);
   if (identity.generation !== generation) {
@@ -125,7 +125,7 @@ async function assign(host: Host, tree: TreeReader): Promise<Assignment> {
   if (declared.ok && declared.declaration.resources.length > 0) {
     errors.push({ code: 'E_NOT_ASSIGNABLE', message: `${place.dir}/ declares ${declared.declaration.resources.length} resources, but ${node} is ${as}: none are applied` });
   }
-  return { as, tree: EMPTY, errors, opts: { ...opts, place: { ...place, dir: place.dir } } };
+  return { as, tree: EMPTY, errors, opts };
 }
 
 /** The empty declaration's result said as what it is: retired or ineligible (a failure stays a failure). */

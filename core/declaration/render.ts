@@ -172,8 +172,8 @@ async function withSource(pass: Pass, resource: Resource, dir: string, file: str
     }
     content = rendered.text;
   }
-  const { source: _source, ...file_ } = rest;
-  return { ...file_, content } as Resource;
+  const { source: _source, ...fields } = rest;
+  return { ...fields, content } as Resource;
 }
 
 /** Render the templates in a parsed file's includes and resources, in place, collecting which scope names each resource read. */
