@@ -27,14 +27,14 @@
  *   says nothing new is not sent again until the heartbeat is due.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { NodeIdentity } from '../schema/fleet.js';
 import { loadYamlOrThrow } from '../core/load.js';
 import type { Report } from '../schema/report.js';
 import { applyDeclaration } from './apply-declaration.js';
 import { ineligibleErrors } from './briefing.js';
 import { loadDeclarationWith, type LoadOptions, type TreeReader } from '../core/declaration/declaration.js';
-import { findNode } from '../core/fleet/layout.js';
+import { findNode, NOT_DECLARATIONS } from '../core/fleet/layout.js';
 import { collectFacts } from './facts.js';
 import { MeshError, messageOf } from '../core/errors.js';
 import type { Host } from './host.js';
@@ -121,9 +121,12 @@ async function assign(host: Host, tree: TreeReader): Promise<Assignment> {
   if (!identity.retired && host.config.ineligible.length === 0) return { as: 'declared', tree, errors: [], opts };
   const as = identity.retired ? 'retired' : 'ineligible';
   const errors = as === 'ineligible' ? ineligibleErrors(host.config.ineligible) : [];
+  // Only the node's own files are worth a word: its groups' resources go to the other nodes of the group.
   const declared = await loadDeclarationWith(tree, node, opts, host.ctx.load.parser);
-  if (declared.ok && declared.declaration.resources.length > 0) {
-    errors.push({ code: 'E_NOT_ASSIGNABLE', message: `${place.dir}/ declares ${declared.declaration.resources.length} resources, but ${node} is ${as}: none are applied` });
+  const own = declared.ok && declared.declaration.resources.length > 0 ? declared.declaration.files.filter((f) => f.startsWith(`${place.dir}/`) && !NOT_DECLARATIONS.has(basename(f))) : [];
+  if (own.length > 0) {
+    const names = own.map((f) => f.slice(place.dir.length + 1)).join(', ');
+    errors.push({ code: 'E_NOT_ASSIGNABLE', message: `${place.dir}/ declares resources (${names}), but ${node} is ${as}: none are applied` });
   }
   return { as, tree: EMPTY, errors, opts };
 }

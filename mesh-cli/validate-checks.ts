@@ -8,7 +8,7 @@
  * given resources while its last valid report says it is ineligible is caught here too.
  */
 import { loadDeclaration } from '../core/declaration/load.js';
-import { NODES, placeOfDir, readLayout, type FleetLayout, type NodePlace } from '../core/fleet/layout.js';
+import { NODES, NOT_DECLARATIONS, placeOfDir, readLayout, type FleetLayout, type NodePlace } from '../core/fleet/layout.js';
 import { PLACEHOLDER_FACTS } from '../schema/facts.js';
 import type { Problem } from '../core/errors.js';
 import { RoleFile } from '../schema/declaration.js';
@@ -57,8 +57,10 @@ export async function checkTree(tree: FleetTree, ineligible: Map<string, string>
     warnings.push(...(loaded.declaration.warnings ?? []));
     if (loaded.declaration.resources.length === 0) continue;
     withResources.push(node);
+    // Only the node's own files are its to empty: its groups' files give the other nodes of the group theirs.
     const why = identity?.retired ? 'it is retired (node.yaml says retired: true)' : ineligible.get(node);
-    if (why) problems.push({ ...(await firstResourceAt(tree, dir)), message: `node ${node} is given ${count(loaded.declaration.resources.length, 'resource')}, but ${why}; it may only have an empty declaration` });
+    const own = why ? await ownResourceAt(tree, dir) : null;
+    if (own) problems.push({ ...own, message: `node ${node} is given resources by ${dir}/, but ${why}; it may only have an empty declaration: remove them (its groups' files are not applied to it)` });
   }
   // A group's files are checked even before a node is in it: rendered for a placeholder node there.
   for (const place of placeholders(layout)) {
@@ -108,9 +110,9 @@ async function checkIdentity(tree: FleetTree, node: string, dir: string, problem
   return loaded.value;
 }
 
-/** Where a node's declaration first gives it something: its first include or resource. */
-async function firstResourceAt(tree: FleetTree, dir: string): Promise<Omit<Problem, 'message'>> {
-  const files = ((await tree.list(dir)) ?? []).filter((f) => YAML.test(f) && f !== 'node.yaml').sort();
+/** Where the node's own files first give it something (an include or a resource), or null when they give nothing. */
+async function ownResourceAt(tree: FleetTree, dir: string): Promise<Omit<Problem, 'message'> | null> {
+  const files = ((await tree.list(dir)) ?? []).filter((f) => YAML.test(f) && !NOT_DECLARATIONS.has(f)).sort();
   for (const name of files) {
     const file = `${dir}/${name}`;
     const text = (await tree.read(file)) ?? '';
@@ -119,7 +121,7 @@ async function firstResourceAt(tree: FleetTree, dir: string): Promise<Omit<Probl
       if (at.line !== 1 || at.col !== 1) return { file, ...at }; // 1:1 is "not there": a list item never starts a file
     }
   }
-  return { file: `${dir}/${files[0] ?? 'node.yaml'}`, line: 1, col: 1 };
+  return null;
 }
 
 /** Every YAML file under `dir`, at any depth. */
@@ -127,10 +129,6 @@ async function filesUnder(tree: FleetTree, dir: string): Promise<string[]> {
   const here = ((await tree.list(dir)) ?? []).filter((f) => YAML.test(f)).map((f) => `${dir}/${f}`);
   const deeper = await Promise.all((await tree.folders(dir)).map((f) => filesUnder(tree, `${dir}/${f}`)));
   return [...here, ...deeper.flat()];
-}
-
-function count(n: number, what: string): string {
-  return `${n} ${what}${n === 1 ? '' : 's'}`;
 }
 
 function problemsOf(loaded: { ok: true } | { ok: false; problems: Problem[] }): Problem[] {

@@ -194,7 +194,7 @@ describe('deploy is a commit', () => {
       expect(r.stdout.replace(/ineligible \(.*\); it may/, 'ineligible (<briefing>); it may')).toMatchInlineSnapshot(`
         "::error file=mesh.yaml,line=13,col=1::unknown field 'colour'
         ::error file=nodes/db-1/node.yaml,line=2,col=7::node.yaml says node 'db-9' but it is in nodes/db-1/: a node's identity must be in its own folder (issue a token with mesh-cli token issue db-1)
-        ::error file=nodes/lab-1/base.yaml,line=2,col=5::node lab-1 is given 1 resource, but its last report says it is ineligible (<briefing>); it may only have an empty declaration
+        ::error file=nodes/lab-1/base.yaml,line=2,col=5::node lab-1 is given resources by nodes/lab-1/, but its last report says it is ineligible (<briefing>); it may only have an empty declaration: remove them (its groups' files are not applied to it)
         ::error file=nodes/Web_5/base.yaml,line=1,col=1::group folder 'Web_5' must be lower-case letters, digits and - (as node names are)
         ::error file=nodes/web-1/extra.yaml,line=4,col=5::resources.0: unknown field 'colour'
         ::error file=nodes/web-2/extra.yaml,line=1,col=11::include roles/nope.yaml does not exist at this commit

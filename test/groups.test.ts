@@ -286,9 +286,15 @@ describe('validate and plan read the layout', { timeout: 90_000 }, () => {
     const r = await cli(f.checkout, 'retire', 'web-2');
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout.split('\n').slice(-2)).toEqual([
-      "note: its groups' files (nodes/web/base.yaml) still give web-2 resources; retire leaves them, as they are other nodes' too. Its host applies none of them while it is retired, and 'mesh-cli validate' reports them until web-2 is moved out of the group (git mv)",
+      "note: its groups' files (nodes/web/base.yaml) still give web-2 resources; retire leaves them, as they are other nodes' too. Its host applies none of them while it is retired",
       '',
     ]);
     expect(await git(f.checkout, 'show', '--name-only', '--format=%s', 'HEAD')).toBe('retire web-2: empty declaration\n\nnodes/web/web-2/node.yaml\nnodes/web/web-2/vars.yaml');
+    // The retire commit passes validate: the group's files are web-1's too. A file of its own would not.
+    expect((await cli(f.checkout, 'validate', '--no-fetch')).code).toBe(0);
+    await f.commit({ 'nodes/web/web-2/own.yaml': 'resources:\n  - type: directory\n    path: /srv/own\n' }, 'web-2: own');
+    const own = await cli(f.checkout, 'validate', '--no-fetch');
+    expect(own.code).toBe(1);
+    expect(own.stdout).toContain("nodes/web/web-2/own.yaml:2:5: node web-2 is given resources by nodes/web/web-2/, but it is retired (node.yaml says retired: true); it may only have an empty declaration: remove them (its groups' files are not applied to it)");
   });
 });

@@ -4,7 +4,7 @@
  * parameters; `mesh-cli set` changes one variable, the plan names exactly the nodes it touches,
  * and after the hosts run, `status --commit` says which applied it.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cli, createFleet, git, hostCmd, type TestFleet } from './helpers/fleet.js';
@@ -107,6 +107,21 @@ describe('the fleet language: groups, variables, templates and roles with parame
     const web3 = (JSON.parse(plan.stdout) as { nodes: Array<{ node: string; cannotPlan?: string[] }> }).nodes.find((n) => n.node === 'web-3');
     expect(web3?.cannotPlan).toEqual(['file:/etc/app/app.ini']);
     expect((await cli(fleet.checkout, 'plan', '--base', 'HEAD~1')).stdout).toContain('web-3 (changed: nodes/web/web-3/node.yaml)\n  cannot plan: no report yet; file:/etc/app/app.ini read facts, shown here with placeholder facts');
+  });
+
+  it('a retired node in a group applies none of its group\'s resources, and says only that it is retired', async () => {
+    expect(file('db-1', 'etc/motd')).toBe('db-1: hello\n');
+    const retired = await cli(fleet.checkout, 'retire', 'db-1');
+    expect(retired.code, retired.stderr).toBe(0);
+    await git(fleet.checkout, 'push', '--quiet');
+    expect((await cli(fleet.checkout, 'validate')).code).toBe(0);
+    for (let pass = 0; pass < 2; pass++) {
+      const r = await hostCmd(roots.get('db-1')!, 'run', '--once', '--json');
+      expect(r.code, r.stderr).toBe(0);
+      const removed = pass === 0 ? [{ id: 'file:/etc/motd', result: 'removed' }] : [];
+      expect(JSON.parse(r.stdout)).toMatchObject({ outcome: 'retired', resources: removed, owned: [], errors: [] });
+    }
+    expect(existsSync(join(roots.get('db-1')!, 'etc/motd'))).toBe(false);
   });
 
   it('a template error is reported at its file, line and column, and the host applies nothing', async () => {

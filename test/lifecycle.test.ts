@@ -139,7 +139,7 @@ describe('enrolment', () => {
       expect(run.body).toMatchObject({ outcome: 'ineligible', resources: [], owned: [] });
       expect(run.body.errors).toEqual([
         { code: 'E_INELIGIBLE', message: why },
-        { code: 'E_NOT_ASSIGNABLE', message: 'nodes/db-1/ declares 1 resources, but db-1 is ineligible: none are applied' },
+        { code: 'E_NOT_ASSIGNABLE', message: 'nodes/db-1/ declares resources (base.yaml), but db-1 is ineligible: none are applied' },
       ]);
     }
     expect(snapshot(root)).toEqual(before);

@@ -19,15 +19,13 @@ import type { Facts } from '../../schema/facts.js';
 import { DeclarationFile, RoleFile, type Include, type Resource } from '../../schema/declaration.js';
 import { resourceId } from '../../schema/resource-id.js';
 import type { Problem } from '../errors.js';
-import { levelsOf, type NodePlace } from '../fleet/layout.js';
+import { levelsOf, NOT_DECLARATIONS, type NodePlace } from '../fleet/layout.js';
 import { keyPositionIn, loadYaml, positionIn, type Parsed } from '../load.js';
 import { digestOf, type Declaration, type FleetReader } from './declaration.js';
 import { placeOfScalar } from './place.js';
 import { isTemplate, renderTemplate, type ScopeName, type TemplateScope } from './template.js';
 import { nodeVars, type LayeredVars } from './vars.js';
 
-/** Files in a level that are not declarations. */
-const NOT_DECLARATIONS = new Set(['node.yaml', 'vars.yaml', 'secrets.yaml']);
 /** Bodies: rendered only when their resource says `template: true`. */
 const BODIES = new Set(['content']);
 const BOOLEAN_FIELDS = new Set(['enabled', 'running', 'system', 'template']);

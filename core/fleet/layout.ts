@@ -33,6 +33,9 @@ export interface FleetLayout {
   problems: Problem[];
 }
 
+/** Files of a level (nodes/, a group, a node) that hold no resources: identity, variables, secrets. */
+export const NOT_DECLARATIONS = new Set(['node.yaml', 'vars.yaml', 'secrets.yaml']);
+
 /** Groups may nest this deep; deeper is almost certainly a mistake (and keeps a walk bounded). */
 export const MAX_GROUP_DEPTH = 8;
 

@@ -58,6 +58,6 @@ export function retireCommand(program: Command): void {
       if (o.json) return void console.log(JSON.stringify(retired));
       console.log(`retired ${node}: committed ${retired.commit.slice(0, 12)}${retired.removed.length ? ` (removed ${retired.removed.join(', ')})` : ''}`);
       console.log(`push it (git push): the host removes everything mesh owns there and reports 'retired'; then 'mesh-cli revoke ${node}' withdraws its identity`);
-      if (retired.stillDeclaredBy) console.log(`note: its groups' files (${retired.stillDeclaredBy.join(', ')}) still give ${node} resources; retire leaves them, as they are other nodes' too. Its host applies none of them while it is retired, and 'mesh-cli validate' reports them until ${node} is moved out of the group (git mv)`);
+      if (retired.stillDeclaredBy) console.log(`note: its groups' files (${retired.stillDeclaredBy.join(', ')}) still give ${node} resources; retire leaves them, as they are other nodes' too. Its host applies none of them while it is retired`);
     });
 }
