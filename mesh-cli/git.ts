@@ -10,10 +10,10 @@ import { MeshError } from '../core/errors.js';
 /** What git says when it cannot reach a remote at all (HTTP, DNS, ssh): a passing fault, tried again later; any other failure is a person's to fix. */
 const UNREACHABLE = /Failed to connect to|Couldn't connect to server|Could not resolve host|Connection refused|Connection timed out|Connection reset|Operation timed out|returned error: 50[234]/;
 
-/** Run `git args…` in `dir` with `input` on its stdin and return its stdout as bytes; a MeshError with git's stderr when it exits non-zero. */
-export function gitBytes(dir: string, args: string[], input: string | Buffer = ''): Promise<Buffer> {
+/** Run `git args…` in `dir` with `input` on its stdin (and `env` added to the environment) and return its stdout as bytes; a MeshError with git's stderr when it exits non-zero. */
+export function gitBytes(dir: string, args: string[], input: string | Buffer = '', env?: NodeJS.ProcessEnv): Promise<Buffer> {
   return new Promise((resolve, reject) => {
-    const child = spawnGit(dir, args);
+    const child = spawnGit(dir, args, env);
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout.on('data', (b: Buffer) => out.push(b));
@@ -31,8 +31,8 @@ export function gitBytes(dir: string, args: string[], input: string | Buffer = '
 }
 
 /** Run `git args…` in `dir` and return its stdout as text. */
-export async function git(dir: string, args: string[], input: string | Buffer = ''): Promise<string> {
-  return (await gitBytes(dir, args, input)).toString('utf8');
+export async function git(dir: string, args: string[], input: string | Buffer = '', env?: NodeJS.ProcessEnv): Promise<string> {
+  return (await gitBytes(dir, args, input, env)).toString('utf8');
 }
 
 /** Whether `git args…` in `dir` exits 0 (for questions git answers with its exit code). */

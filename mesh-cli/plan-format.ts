@@ -47,7 +47,7 @@ export function formatPlanText(r: PlanResult, now: Date): string {
   for (const group of groupNodes(r.nodes)) {
     const g = group[0]!;
     lines.push('', `${group.map((n) => n.node).join(', ')}${g.because.length ? ` (changed: ${g.because.join(', ')})` : ''}`);
-    for (const p of g.problems ?? []) lines.push(`  invalid: ${p.file}:${p.line}:${p.col}: ${p.message}`);
+    if (g.problems) lines.push('  will fail: nothing applied (the host keeps its last good declaration and reports these)', ...g.problems.map((p) => `    ${p.file}:${p.line}:${p.col}: ${p.message}`));
     if (g.cannotPlan) lines.push(`  cannot plan: no report yet; ${g.cannotPlan.join(', ')} read facts, shown here with placeholder facts`);
     for (const c of g.changes) {
       const fields = describeFields(c);
@@ -90,7 +90,7 @@ function groupMarkdown(group: NodePlan[]): string {
   const g = group[0]!;
   const lines = ['', '', `### ${group.map((n) => n.node).join(', ')}${group.length > 1 ? ` (${group.length} nodes)` : ''}`];
   if (g.because.length) lines.push('', `Changed: ${g.because.map((f) => code(f)).join(', ')}`);
-  if (g.problems) lines.push('', '**The declaration is invalid at head; the host would apply nothing:**', '', ...g.problems.map((p) => `- ${code(`${p.file}:${p.line}:${p.col}`)}: ${p.message}`));
+  if (g.problems) lines.push('', '**Will fail: nothing applied.** The declaration does not render at head; the host keeps its last good declaration and reports:', '', ...g.problems.map((p) => `- ${code(`${p.file}:${p.line}:${p.col}`)}: ${p.message}`));
   if (g.cannotPlan) lines.push('', `**Cannot plan: no report yet.** ${g.cannotPlan.map((id) => code(id)).join(', ')} read facts; shown here with placeholder facts.`);
   if (g.changes.length) lines.push('', ...g.changes.map((c) => `- **${WORD[c.action]}** ${code(c.id)}${describeFields(c) ? `: ${describeFields(c)}` : ''}`));
   if (g.reordered) lines.push('', 'Resources reordered (the host applies them in declared order).');

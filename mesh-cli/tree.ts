@@ -4,7 +4,7 @@
  * declaration-shaped blob), or the working tree on disk, which is what `validate` checks
  * before anything is committed.
  */
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TreeReader } from '../core/declaration/load.js';
 import { MeshError } from '../core/errors.js';
@@ -68,6 +68,25 @@ export function workingTree(dir: string): FleetTree {
       return kinds(path)?.filter((e) => e.isDirectory()).map((e) => e.name).sort() ?? [];
     },
   };
+}
+
+/**
+ * The working tree as a commit on top of HEAD (what `git add -A` would take, new files included),
+ * made with a private index: HEAD, the index and every branch stay as they are, and the commit is
+ * an unreferenced object git collects in time.
+ */
+export async function workingCommit(dir: string): Promise<string> {
+  const gitDir = (await git(dir, ['rev-parse', '--absolute-git-dir'])).trim();
+  const index = join(gitDir, `mesh-working-index-${process.pid}`);
+  const env = { GIT_INDEX_FILE: index, GIT_AUTHOR_NAME: 'mesh-cli', GIT_AUTHOR_EMAIL: 'mesh-cli@localhost', GIT_COMMITTER_NAME: 'mesh-cli', GIT_COMMITTER_EMAIL: 'mesh-cli@localhost' };
+  try {
+    await git(dir, ['read-tree', 'HEAD'], '', env);
+    await git(dir, ['add', '--all', '--', '.'], '', env);
+    const tree = (await git(dir, ['write-tree'], '', env)).trim();
+    return (await git(dir, ['commit-tree', '--no-gpg-sign', tree, '-p', 'HEAD', '-m', 'the working tree'], '', env)).trim();
+  } finally {
+    rmSync(index, { force: true });
+  }
 }
 
 /** The full commit id of `rev`, or an error that says what was asked for. */

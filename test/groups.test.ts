@@ -282,6 +282,35 @@ describe('validate and plan read the layout', { timeout: 90_000 }, () => {
     expect(await nodesOf()).toEqual([['db-1', ['nodes/db/db-1/node.yaml', 'nodes/web/db-1/node.yaml']]]);
   });
 
+  it('set --plan prints the plan of the working tree against HEAD, and commits nothing', async () => {
+    const head = await git(f.checkout, 'rev-parse', 'HEAD');
+    const r = await cli(f.checkout, 'set', 'nodes/web/vars.yaml', 'port=8181', '--plan', '--no-fetch');
+    expect(r.code, r.stderr).toBe(0);
+    // web-2 sets its own port; db-1 moved into web above.
+    const lines = r.stdout.replace(/^plan \S+:/m, 'plan <base>..<head>:').split('\n');
+    expect(lines.slice(0, 3)).toEqual(['nodes/web/vars.yaml: port: 8081 -> 8181', '', 'plan <base>..<head>: touches 2 nodes; 0 failed their last apply; 0 ineligible; 2 never reported']);
+    expect(r.stdout).toContain('\nweb-1 (changed: nodes/web/vars.yaml)\n  ~ file:/etc/app.ini: content');
+    expect(r.stdout).toContain('\n      -port = 8081\n      +port = 8181\n');
+    const json = JSON.parse((await cli(f.checkout, 'set', 'nodes/web/vars.yaml', 'port=8282', '--plan', '--no-fetch', '--json')).stdout);
+    expect(json).toMatchObject({ changes: [{ key: 'port', before: 8181, after: 8282 }] });
+    expect(json.plan.nodes.map((n: { node: string }) => n.node)).toEqual(['db-1', 'web-1']);
+    expect(await git(f.checkout, 'rev-parse', 'HEAD')).toBe(head);
+    expect(await git(f.checkout, 'status', '--porcelain')).toBe('M nodes/web/vars.yaml'); // unstaged (the helper trims the leading space)
+    expect(await git(f.checkout, 'diff', '--cached', '--name-only')).toBe(''); // the index is as it was
+    await git(f.checkout, 'checkout', '--', 'nodes/web/vars.yaml');
+  });
+
+  it('plan shows a node whose declaration does not render as "will fail: nothing applied", never as removing its resources', async () => {
+    await f.commit({ 'nodes/web/vars.yaml': 'prot: 8080\n' }, 'a typo in a variable name');
+    const r = await cli(f.checkout, 'plan', '--base', 'HEAD~1', '--no-fetch');
+    expect(r.code).toBe(1);
+    expect(r.stdout).toContain('web-1 (changed: nodes/web/vars.yaml)\n  will fail: nothing applied (the host keeps its last good declaration and reports these)\n    nodes/web/base.yaml:');
+    expect(r.stdout).not.toContain('- file:/etc/app.ini');
+    const md = await cli(f.checkout, 'plan', '--base', 'HEAD~1', '--no-fetch', '--format', 'markdown');
+    expect(md.stdout).toContain('**Will fail: nothing applied.**');
+    await f.commit({ 'nodes/web/vars.yaml': 'port: 8080\n' }, 'fix the typo');
+  });
+
   it('retire says which of its groups\' files still give the node resources', async () => {
     const r = await cli(f.checkout, 'retire', 'web-2');
     expect(r.code, r.stderr).toBe(0);

@@ -26,7 +26,8 @@ export async function planFleet(fleet: Fleet, base: string, head: string, notes:
   const reports = await lastReports(fleet, changed.map((c) => c.node));
   const nodes = changed.map((c): NodePlan => {
     const resources = (r: typeof c.base) => (r.ok ? r.declaration.resources : []);
-    const { changes, reordered } = diffDeclarations(resources(c.base), resources(c.head));
+    // A head that does not render applies nothing: it removes nothing either, so it shows no changes, only why it will fail.
+    const { changes, reordered } = c.head.ok ? diffDeclarations(resources(c.base), resources(c.head)) : { changes: [], reordered: false };
     const guessed = factsOf(c.node) ? [] : c.head.ok ? (c.head.declaration.readFacts ?? []) : [];
     return { node: c.node, because: c.because, changes, reordered, ...(c.head.ok ? {} : { problems: c.head.problems }), ...(guessed.length ? { cannotPlan: guessed } : {}), last: lastOf(reports.get(c.node)!) };
   });

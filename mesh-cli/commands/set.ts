@@ -11,6 +11,12 @@ import { dirname, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { isMap, isScalar, parse, parseDocument, YAMLMap, type Document } from 'yaml';
 import { MeshError } from '../../core/errors.js';
+import { openFleet } from '../fleet.js';
+import { formatPlanText } from '../plan-format.js';
+import type { PlanResult } from '../plan-result.js';
+import { tryFetchReports } from '../reports.js';
+import { resolveCommit, workingCommit } from '../tree.js';
+import { planFleet } from './plan.js';
 
 export interface SetChange {
   key: string;
@@ -79,12 +85,27 @@ export function setCommand(program: Command): void {
     .description("change values in a YAML file (vars, versions), keeping its comments and layout: a pipeline's one write")
     .argument('<file>', 'the YAML file, e.g. nodes/web/vars.yaml')
     .argument('<assignments...>', 'KEY=VALUE, KEY a dotted path into nested maps')
-    .option('--json', 'print {file, created, changes:[{key, before, after}]} as JSON')
-    .action((file: string, assignments: string[], o: { json?: boolean }) => {
+    .option('--json', 'print {file, created, changes:[{key, before, after}]} as JSON (with --plan, the plan too)')
+    .option('--plan', 'then print the plan of the working tree against HEAD: which nodes the change touches, and how')
+    .option('--no-fetch', 'with --plan: use the report branches already fetched')
+    .action(async (file: string, assignments: string[], o: { json?: boolean; plan?: boolean; fetch: boolean }) => {
       const path = resolve(file);
       const { changes, created } = setValues(path, assignments);
-      if (o.json) return console.log(JSON.stringify({ file, created, changes }));
+      const plan = o.plan ? await planWorkingTree(o.fetch) : null;
+      if (o.json) return console.log(JSON.stringify({ file, created, changes, ...(plan ? { plan } : {}) }));
       if (created) console.log(`${file}: created`);
       for (const c of changes) console.log(JSON.stringify(c.before) === JSON.stringify(c.after) ? `${file}: ${c.key} = ${show(c.after)} (unchanged)` : `${file}: ${c.key}: ${show(c.before)} -> ${show(c.after)}`);
+      if (plan) console.log(`\n${formatPlanText(plan, new Date())}`);
     });
+}
+
+/** The plan from HEAD to the working tree as it now is (the change just made, and any other uncommitted one). */
+async function planWorkingTree(fetch: boolean): Promise<PlanResult> {
+  const fleet = await openFleet(process.cwd());
+  const notes: string[] = [];
+  const fetchNote = fetch ? await tryFetchReports(fleet) : null;
+  if (fetchNote) notes.push(fetchNote);
+  const plan = await planFleet(fleet, await resolveCommit(fleet.dir, 'HEAD'), await workingCommit(fleet.dir), notes);
+  if (plan.nodes.some((n) => n.problems)) process.exitCode = 1;
+  return plan;
 }
