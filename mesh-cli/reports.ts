@@ -8,6 +8,7 @@
 import { NodeIdentity } from '../schema/fleet.js';
 import { loadYaml } from '../core/load.js';
 import type { Report, ReportView } from '../schema/report.js';
+import type { Facts } from '../schema/facts.js';
 import { verifyReport, type Verdict, type VerifiedReport } from '../core/report/verify.js';
 import { messageOf } from '../core/errors.js';
 import type { ChainVerdict } from './chain.js';
@@ -147,6 +148,12 @@ export async function lastReports(fleet: Fleet, nodes: string[]): Promise<Map<st
 /** The report if its signature is valid; a report that does not verify says nothing about the node. */
 export function trusted<R extends ReportView>(verified: (Verdict & { report?: R }) | undefined): R | undefined {
   return verified?.signature === 'valid' ? verified.report : undefined;
+}
+
+/** Each reported node's facts, from its last verified report: what its host renders with, so plan and status render with them too. */
+export async function reportedFacts(fleet: Fleet): Promise<(node: string) => Facts | undefined> {
+  const known = await lastReports(fleet, await reportedNodes(fleet));
+  return (node) => trusted(known.get(node))?.facts;
 }
 
 /** Whether `report` says the node may be given resources, and why not. */

@@ -99,14 +99,24 @@ describe('the fleet language: groups, variables, templates and roles with parame
     expect(rollout).toMatchObject({ outstanding: [], failed: [] });
   });
 
+  it('status --commit renders each node with the facts it reported: a change that leaves its rendering as it was does not affect it', async () => {
+    await fleet.commit({ 'nodes/web/who.yaml': 'resources:\n  - type: file\n    path: /etc/who\n    template: true\n    content: "{{ facts.hostname }}\\n"\n' }, 'who');
+    for (const node of ['web-1', 'web-2']) await run(node);
+    // Renders differently only on a machine called placeholder-host: no real node is affected.
+    await fleet.commit({ 'nodes/web/who.yaml': 'resources:\n  - type: file\n    path: /etc/who\n    template: true\n    content: "{{ facts.hostname | replace: \'placeholder-host\', \'nobody\' }}\\n"\n' }, 'who, unless a placeholder');
+    const status = await cli(fleet.checkout, 'status', '--commit', 'HEAD', '--json');
+    expect(status.code, status.stderr).toBe(0);
+    expect(JSON.parse(status.stdout)).toMatchObject({ affected: [], applied: [], outstanding: [], failed: [] });
+  });
+
   it('a node that never reported cannot be planned where its declaration reads facts, and plan says so', async () => {
     const issued = await cli(fleet.checkout, 'token', 'issue', 'web-3', '--group', 'web', '--out', join(fleet.dir, 'web-3.token'));
     expect(issued.code).toBe(0);
     await git(fleet.checkout, 'push', '--quiet');
     const plan = await cli(fleet.checkout, 'plan', '--base', 'HEAD~1', '--format', 'json');
     const web3 = (JSON.parse(plan.stdout) as { nodes: Array<{ node: string; cannotPlan?: string[] }> }).nodes.find((n) => n.node === 'web-3');
-    expect(web3?.cannotPlan).toEqual(['file:/etc/app/app.ini']);
-    expect((await cli(fleet.checkout, 'plan', '--base', 'HEAD~1')).stdout).toContain('web-3 (changed: nodes/web/web-3/node.yaml)\n  cannot plan: no report yet; file:/etc/app/app.ini read facts, shown here with placeholder facts');
+    expect(web3?.cannotPlan).toEqual(['file:/etc/app/app.ini', 'file:/etc/who']);
+    expect((await cli(fleet.checkout, 'plan', '--base', 'HEAD~1')).stdout).toContain('web-3 (changed: nodes/web/web-3/node.yaml)\n  cannot plan: no report yet; file:/etc/app/app.ini, file:/etc/who read facts, shown here with placeholder facts');
   });
 
   it('a retired node in a group applies none of its group\'s resources, and says only that it is retired', async () => {

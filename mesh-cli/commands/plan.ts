@@ -12,7 +12,7 @@ import { changedNodes } from '../declarations.js';
 import { openFleet, type Fleet } from '../fleet.js';
 import { formatPlanMarkdown, formatPlanText } from '../plan-format.js';
 import type { LastReport, NodePlan, PlanResult } from '../plan-result.js';
-import { eligibility, lastReports, reportedNodes, trusted, tryFetchReports, type ShownReport } from '../reports.js';
+import { eligibility, lastReports, reportedFacts, reportedNodes, trusted, tryFetchReports, type ShownReport } from '../reports.js';
 import { resolveCommit } from '../tree.js';
 
 /** The plan from `base` to `head`, with each affected node's last report as fetched. */
@@ -20,8 +20,7 @@ export async function planFleet(fleet: Fleet, base: string, head: string, notes:
   const reported = await reportedNodes(fleet);
   if (reported.length === 0) notes.push('no reports fetched: last outcomes and eligibility are unknown');
   // Each node is rendered with the facts of its last verified report, as its host would render it.
-  const known = await lastReports(fleet, reported);
-  const factsOf = (node: string) => trusted(known.get(node))?.facts;
+  const factsOf = await reportedFacts(fleet);
   const changed = await changedNodes(fleet.dir, base, head, factsOf);
   const reports = await lastReports(fleet, changed.map((c) => c.node));
   const nodes = changed.map((c): NodePlan => {

@@ -11,7 +11,7 @@ import type { Report } from '../../schema/report.js';
 import { changedNodes } from '../declarations.js';
 import { contact } from '../../core/duration.js';
 import type { Fleet } from '../fleet.js';
-import { fetchReports, lastReports, mainRef, newestValid, trusted } from '../reports.js';
+import { fetchReports, lastReports, mainRef, newestValid, reportedFacts, trusted } from '../reports.js';
 import { classify, rolloutLine, type Rollout } from '../rollout.js';
 import { firstParent, isAncestor, resolveCommit } from '../tree.js';
 import { git } from '../git.js';
@@ -25,9 +25,9 @@ export interface RolloutOptions {
   pollMs: number;
 }
 
-/** The nodes whose resolved declaration changed at `commit` (against its first parent). */
+/** The nodes whose resolved declaration changed at `commit` (against its first parent), each rendered with the facts it last reported. */
 export async function affectedAt(fleet: Fleet, commit: string): Promise<string[]> {
-  return (await changedNodes(fleet.dir, await firstParent(fleet.dir, commit), commit)).map((c) => c.node);
+  return (await changedNodes(fleet.dir, await firstParent(fleet.dir, commit), commit, await reportedFacts(fleet))).map((c) => c.node);
 }
 
 /** Classify `affected` by the reports fetched now. */
