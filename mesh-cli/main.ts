@@ -32,7 +32,8 @@ program
   .option('--name <name>', 'fleet name (default: the folder name)')
   .option('--signing-key <file>', 'the private SSH key (ed25519) that signs commits here; its public half is FILE.pub (default: ~/.ssh/id_ed25519, created when missing)')
   .option('--signer <name>', "the key's name in mesh.yaml signers (default: git's user.email)")
-  .action(async (dir: string, o: { name?: string; signingKey?: string; signer?: string }) => {
+  .option('--example', 'also add the example fleet: groups web and db, two roles, variables at three levels (see its README)')
+  .action(async (dir: string, o: { name?: string; signingKey?: string; signer?: string; example?: boolean }) => {
     const { commit, key } = await initFleet(dir, o);
     console.log(`new fleet repo in ${dir} (commit ${commit.slice(0, 12)})`);
     console.log(`commits in it are signed with ${key.privateKeyFile}${key.created ? ' (created now)' : ''}; mesh.yaml trusts that key, and hosts apply only commits it signed`);

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // The mesh demo: an embedded fleet on 127.0.0.1 with three simulated machines, each a folder
-// standing for a machine's root. It narrates each step, runs the built commands exactly as
+// standing for a machine's root, deploying the example fleet (examples/fleet-repo). It narrates each step, runs the built commands exactly as
 // a user would, and removes everything it made on exit (Ctrl-C included).
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -13,7 +13,8 @@ const top = join(dirname(fileURLToPath(import.meta.url)), '..');
 const cliBin = join(top, 'dist/mesh-cli.mjs');
 const hostBin = join(top, 'dist/mesh-host.mjs');
 const work = mkdtempSync(join(tmpdir(), 'mesh-demo-'));
-const nodes = ['web-1', 'web-2', 'db-1'];
+const nodes = [['web-1', 'web'], ['web-2', 'web'], ['db-1', 'db']];
+const machine = (node) => join(work, 'machines', node);
 let server;
 
 const bold = (s) => (process.stdout.isTTY ? `\x1b[1m${s}\x1b[0m` : s);
@@ -55,52 +56,51 @@ async function main() {
   const url = first.replace('listening on ', '').replace('://', `://operator:${await secret}@`) + 'fleet.git';
   console.log('    (operator credential made at first start: DATA/operators keeps only its sha256)');
 
-  say('Creating the fleet repo from examples/fleet-repo, signed with a new operator key, and pushing it');
+  say('Creating the fleet repo with the example fleet (groups web and db, two roles, variables), signed with a new operator key');
   const fleet = join(work, 'fleet');
   const key = join(work, 'operator_ed25519'); // the demo's own key: it never touches ~/.ssh
   execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'demo operator', '-f', key]);
-  show('mesh-cli', ['init', fleet, '--signing-key', key, '--signer', 'demo@localhost'], work);
+  show('mesh-cli', ['init', fleet, '--example', '--signing-key', key, '--signer', 'demo@localhost'], work);
+  show('find', ['nodes', 'roles', '-name', '*.yaml'], fleet);
   console.log(`$ git remote add origin ${url.replace(/:[^:@/]+@/, ':***@')}`);
   execFileSync('git', ['remote', 'add', 'origin', url], { cwd: fleet });
   show('git', ['push', '--quiet', '-u', 'origin', 'main'], fleet);
 
-  say('Issuing a one-time token per machine (each bumps the node generation in nodes/<node>/node.yaml), then pushing');
-  for (const node of nodes) show('mesh-cli', ['token', 'issue', node, '--out', join(work, `${node}.token`)], fleet);
+  say('Issuing a one-time token per machine, each in its group (nodes/<group>/<node>/node.yaml), then pushing');
+  for (const [node, group] of nodes) show('mesh-cli', ['token', 'issue', node, '--group', group, '--out', join(work, `${node}.token`)], fleet);
   show('git', ['push', '--quiet'], fleet);
+  show('mesh-cli', ['validate'], fleet);
 
   say('Enrolling three simulated machines (each is a --root folder); each pushes a signed enrolment report');
-  for (const node of nodes) {
-    const root = join(work, 'machines', node);
-    for (const d of ['etc', 'srv', 'var/lib/dpkg']) mkdirSync(join(root, d), { recursive: true });
+  for (const [node] of nodes) {
+    const root = machine(node);
+    for (const d of ['etc', 'srv', 'var/log', 'var/lib/dpkg']) mkdirSync(join(root, d), { recursive: true });
     writeFileSync(join(root, 'var/lib/dpkg/status'), ''); // an (empty) package database: a machine with a package manager
+    writeFileSync(join(root, 'etc/hostname'), `${node}.lab\n`); // facts of a simulated machine: its hostname and its OS
+    writeFileSync(join(root, 'etc/os-release'), 'ID=debian\nVERSION_ID="12"\n');
     show('mesh-host', ['enrol', '--token-file', join(work, `${node}.token`), '--root', root], work);
   }
 
-  say('Declaring a base for every node: git commit && git push is the deploy');
-  for (const node of nodes) {
-    mkdirSync(join(fleet, 'nodes', node), { recursive: true });
-    writeFileSync(join(fleet, 'nodes', node, 'base.yaml'), `resources:\n  - type: directory\n    path: /srv/app\n  - type: file\n    path: /etc/motd\n    content: "${node}: managed by mesh\\n"\n    mode: "0644"\n`);
+  say('Each machine runs once: it renders its part of the fleet with its own facts, applies it and reads it back');
+  for (const [node] of nodes) show('mesh-host', ['run', '--once', '--root', machine(node)], work);
+  show('mesh-cli', ['status'], fleet);
+  say('What the templates made: the same files, each machine its own values');
+  for (const [node, file] of [['web-1', 'etc/app/app.ini'], ['web-2', 'etc/app/app.ini'], ['web-2', 'etc/vhosts/admin.web-2.example.org.conf'], ['db-1', 'etc/db/db.conf'], ['db-1', 'etc/motd']]) {
+    console.log(`    ${node}:/${file}`);
+    console.log(readFileSync(join(machine(node), file), 'utf8').trimEnd().replace(/^/gm, '      '));
   }
-  show('git', ['add', '-A'], fleet);
-  show('git', ['commit', '--quiet', '-m', 'base for every node'], fleet);
-  show('git', ['push', '--quiet'], fleet);
-  say('mesh-cli status before the machines have run: their last reports are the enrolment reports');
-  show('mesh-cli', ['status'], fleet);
-  for (const node of nodes) show('mesh-host', ['run', '--once', '--root', join(work, 'machines', node)], work);
-  say('mesh-cli status: every node applied the commit, and every report signature verifies');
-  show('mesh-cli', ['status'], fleet);
 
-  say('Changing two nodes: web-1 and web-2 get an app config; db-1 is untouched');
-  for (const node of ['web-1', 'web-2']) writeFileSync(join(fleet, 'nodes', node, 'app.yaml'), 'resources:\n  - type: file\n    path: /srv/app/app.ini\n    content: "port=8080\\n"\n    mode: "0640"\n');
+  say("Changing one value for one node: web-2's own port. The plan names exactly the nodes it touches");
+  show('mesh-cli', ['set', 'nodes/web/web-2/vars.yaml', 'port=9191', '--plan'], fleet);
   show('git', ['add', '-A'], fleet);
-  show('git', ['commit', '--quiet', '-m', 'web: app config'], fleet);
+  show('git', ['commit', '--quiet', '-m', 'web-2: port 9191'], fleet);
   show('git', ['push', '--quiet'], fleet);
-  for (const node of nodes) show('mesh-host', ['run', '--once', '--root', join(work, 'machines', node)], work);
-  say('mesh-cli status after the change');
-  show('mesh-cli', ['status'], fleet);
-  say('What web-1 now has under its root, and what it owns');
-  console.log(`    /srv/app/app.ini: ${readFileSync(join(work, 'machines/web-1/srv/app/app.ini'), 'utf8').trim()}`);
-  show('mesh-host', ['state', '--root', join(work, 'machines/web-1')], work);
+  show('mesh-cli', ['vars', 'web-2', '--explain'], fleet);
+  for (const [node] of nodes) show('mesh-host', ['run', '--once', '--root', machine(node)], work);
+  say('Is it out? status --commit says which nodes the commit affected and which applied it');
+  show('mesh-cli', ['status', '--commit', 'HEAD'], fleet);
+  console.log(`    web-2:/etc/app/app.ini: ${readFileSync(join(machine('web-2'), 'etc/app/app.ini'), 'utf8').split('\n')[1]}`);
+  show('mesh-host', ['state', '--root', machine('web-2')], work);
   say('Done: stopping the server and removing the demo folder');
 }
 

@@ -2,6 +2,7 @@
  * `mesh-cli init DIR`: a new fleet repo from examples/fleet-repo, as a git repository with a
  * first commit: mesh.yaml, nodes/, roles/, a README, and a ready CI workflow
  * (.github/workflows/mesh.yml: validate and plan on pull requests, the rollout after merge).
+ * With `--example` it also takes the example fleet's declarations (groups, roles, variables).
  *
  * Signing costs a new user nothing: the checkout is set up (local config only) to sign every
  * commit with the operator's SSH key, and mesh.yaml trusts that key (`trust: signed`), so hosts
@@ -10,7 +11,7 @@
  * so that `git log --show-signature` and `git verify-commit` work in it.
  */
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { MeshError } from '../../core/errors.js';
 import { commitPaths } from '../fleet.js';
@@ -23,6 +24,8 @@ export interface InitOptions {
   signingKey?: string;
   /** How the key is named in mesh.yaml `signers` (default: git's user.email, else user.name, else "operator"). */
   signer?: string;
+  /** Also copy the example fleet's declarations (groups web and db, two roles, variables at each level). */
+  example?: boolean;
 }
 
 /** Create the fleet repo in `dir` (which must be missing or empty); returns the first commit and the signing key. */
@@ -31,7 +34,10 @@ export async function initFleet(dir: string, opts: InitOptions = {}): Promise<{ 
   if (existsSync(target) && readdirSync(target).length > 0) throw new MeshError('E_NOT_EMPTY', `${target} is not empty: pick a new folder for the fleet repo`);
   const key = await operatorKey(opts.signingKey);
   mkdirSync(target, { recursive: true });
-  cpSync(exampleDir(), target, { recursive: true });
+  const source = exampleDir();
+  // Without --example a new fleet declares nothing: a node put in a group gets only what its operator wrote.
+  const scaffold = (path: string) => opts.example || !/^(nodes|roles)\/.*\.ya?ml$/.test(relative(source, path));
+  cpSync(source, target, { recursive: true, filter: scaffold });
   await git(target, ['init', '--quiet', '--initial-branch=main']);
   const signer = opts.signer ?? (await identity(target));
   const meshYaml = join(target, 'mesh.yaml');

@@ -1,0 +1,45 @@
+/**
+ * The example fleet (examples/fleet-repo) stays a valid, real fleet: `mesh-cli init --example`
+ * takes it, nodes placed in its groups validate, and each renders what its groups, roles,
+ * variables and facts make. Plain `init` takes only the scaffold: a new fleet declares nothing.
+ */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { cli, git, signingKey } from './helpers/fleet.js';
+import { tempDirs } from './helpers/tmp.js';
+
+const tempDir = tempDirs();
+
+describe('the example fleet', () => {
+  let dir: string;
+  let key: string;
+  beforeAll(() => {
+    dir = tempDir('mesh-example-');
+    key = signingKey(join(dir, 'key'));
+  });
+
+  it('plain init declares nothing: only mesh.yaml, the READMEs and the CI workflow', async () => {
+    const checkout = join(dir, 'plain');
+    expect((await cli(dir, 'init', checkout, '--signing-key', key, '--signer', 'test@localhost')).code).toBe(0);
+    expect((await git(checkout, 'ls-files')).split('\n')).toEqual(['.github/workflows/mesh.yml', 'README.md', 'mesh.yaml', 'nodes/README.md', 'roles/README.md']);
+  });
+
+  it('init --example gives groups, roles and variables that validate and render for nodes placed in them', async () => {
+    const checkout = join(dir, 'example');
+    expect((await cli(dir, 'init', checkout, '--example', '--signing-key', key, '--signer', 'test@localhost')).code).toBe(0);
+    await git(checkout, 'remote', 'add', 'origin', 'http://127.0.0.1:9/fleet.git'); // tokens carry it; nothing is fetched here
+    for (const [node, group] of [['web-1', 'web'], ['web-2', 'web'], ['db-1', 'db']]) {
+      const issued = await cli(checkout, 'token', 'issue', node!, '--group', group!, '--out', join(dir, `${node}.token`));
+      expect(issued.code, issued.stderr).toBe(0);
+    }
+    expect(existsSync(join(checkout, 'nodes/web/web-2/node.yaml'))).toBe(true);
+    const set = await cli(checkout, 'set', 'nodes/web/web-2/vars.yaml', 'port=9191');
+    expect(set.code, set.stderr).toBe(0);
+    const validate = await cli(checkout, 'validate', '--no-fetch');
+    expect(validate.code, validate.stdout).toBe(0);
+    expect(validate.stderr).toContain('valid: 3 nodes, 2 roles, mesh.yaml');
+    const vars = await cli(checkout, 'vars', 'web-2', '--json');
+    expect(JSON.parse(vars.stdout)).toMatchObject({ values: { port: 9191, greeting: 'managed by mesh' } });
+  });
+});
