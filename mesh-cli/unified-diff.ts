@@ -1,7 +1,8 @@
 /**
  * Unified diffs of file content for `mesh-cli plan`, with anything that looks like a secret
- * elided: the value of a `password=`/`secret:`/`token`/`api_key` line and the body of a
- * private key block. A plan is posted on pull requests, so it must never carry a secret, but
+ * elided: the password of a URL (`postgres://app:…@db`), an Authorization header's value, the
+ * value of a key whose name has a word like pass, password, secret, token or key (ini, env,
+ * YAML and JSON lines), and the body of a private key block. A plan is posted on pull requests, so it must never carry a secret, but
  * it still shows that the line changed.
  */
 
@@ -83,7 +84,30 @@ function editScript(x: string[], y: string[]): Op[] {
   return ops;
 }
 
-const SECRET_KEY = /^(\s*["']?[\w.-]*(?:password|passwd|passphrase|secret|token|api[_-]?key|private[_-]?key|credential)[\w.-]*["']?\s*[:=]\s*)(\S.*)$/i;
+/** `name = value`, `name: value`, `export NAME=value`, `"name": value` (ini, env, YAML, one-key JSON lines): the name and where the value starts. */
+const KEY_LINE = /^(\s*(?:export\s+)?["']?([\w.-]+)["']?\s*[:=]\s*)(\S.*)$/;
+/** `"name": "value"` pairs inside a line of JSON. */
+const JSON_PAIR = /("([\w.-]+)"\s*:\s*)("(?:[^"\\]|\\.)*"|[^,}\]\s]+)/g;
+/** The password of a URL's user-info: `postgres://app:PASSWORD@db/app`. */
+const URL_PASSWORD = /\b([a-z][a-z0-9+.-]*:\/\/[^\s:/@]*):([^\s@/]+)@/gi;
+/** An HTTP Authorization header's credentials, wherever it sits in a line (a config, a curl -H). */
+const AUTHORIZATION = /\b((?:proxy-)?authorization["']?\s*[:=]\s*)(?:(?:bearer|basic|token|digest)\s+)?[^\s"',;]+/gi;
+/** Words of a key name that say its value is a secret (matched per word of snake_case, kebab-case, dotted or camelCase names). */
+const SECRET_WORDS = new Set(['pass', 'password', 'passwd', 'passphrase', 'pwd', 'secret', 'secrets', 'token', 'tokens', 'key', 'apikey', 'credential', 'credentials', 'auth']);
+
+/** Whether a key named `name` holds a secret: one of its words is pass, password, secret, token, key… */
+export function secretName(name: string): boolean {
+  const words = name.split(/[_.-]+|(?<=[a-z0-9])(?=[A-Z])/).map((w) => w.toLowerCase());
+  return words.some((w) => SECRET_WORDS.has(w)) || /password|passwd|secret|token|api_?key|private_?key/i.test(name);
+}
+
+/** One line of a body with what looks secret replaced by «elided»: URL passwords, Authorization values, values of secret-named keys. */
+export function maskLine(text: string): string {
+  const masked = text.replace(URL_PASSWORD, '$1:«elided»@').replace(AUTHORIZATION, '$1«elided»').replace(JSON_PAIR, (all, head: string, name: string) => (secretName(name) ? `${head}"«elided»"` : all));
+  const line = KEY_LINE.exec(masked);
+  return line && secretName(line[2]!) && !line[3]!.startsWith('"«elided»"') ? `${line[1]}«elided»` : masked;
+}
+
 const BEGIN_KEY = /-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----/;
 const END_KEY = /-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----/;
 /** A long unbroken base64 line: the body of a key block whose BEGIN line is outside the hunk. */
@@ -102,9 +126,7 @@ export function elideSecrets(lines: string[]): string[] {
       continue;
     }
     inKey = BEGIN_KEY.test(text) && !END_KEY.test(text) ? true : END_KEY.test(text) ? false : inKey;
-    const secret = SECRET_KEY.exec(text);
-    if (secret) out.push(`${mark}${secret[1]}«elided»`);
-    else out.push(KEY_MATERIAL.test(text) ? `${mark}«key material elided»` : line);
+    out.push(KEY_MATERIAL.test(text) ? `${mark}«key material elided»` : `${mark}${maskLine(text)}`);
   }
   return out;
 }

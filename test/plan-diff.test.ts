@@ -35,6 +35,39 @@ describe('unified diffs', () => {
     const lines = [' user = app', '-password = hunter2', '+password: "s3cret"', '+api_key=abc', '+-----BEGIN OPENSSH PRIVATE KEY-----', '+b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW', '+QyNTUxOQAAACDmAAAA', '+-----END OPENSSH PRIVATE KEY-----', ' AAAAB3NzaC1yc2EAAAADAQABAAABAQC7vbqajDhA7lZLxJ3bD5nGsh6xkr8dTqs9Zd9vZ'];
     expect(elideSecrets(lines)).toEqual([' user = app', '-password = «elided»', '+password: «elided»', '+api_key=«elided»', '+-----BEGIN OPENSSH PRIVATE KEY-----', '+«private key elided»', '+-----END OPENSSH PRIVATE KEY-----', ' «key material elided»']);
   });
+
+  it('elide URL passwords, Authorization values and the values of keys named like pass, secret, token or key, in ini, env, JSON and YAML', () => {
+    const masked = elideSecrets([
+      '+DATABASE_URL=postgres://app:hunter2@db:5432/app',
+      '+dsn: "mysql://root:toor@127.0.0.1/app"',
+      '+Authorization: Bearer eyJhbGciOi.payload.sig',
+      '+curl -H "Authorization: Bearer abc123" https://api.example.org',
+      '+  "pass": "hunter2",',
+      '+{"user": "app", "pass": "x", "port": 5432}',
+      '+export DB_PASS=hunter2',
+      '+secretKey: abc',
+      '+ssl.key = /etc/ssl/private/app.key',
+      '-client_token=zzz',
+      ' keyboard = us',
+      ' bypass_cache = true',
+      ' url = https://example.org/a@b',
+    ]);
+    expect(masked).toEqual([
+      '+DATABASE_URL=postgres://app:«elided»@db:5432/app',
+      '+dsn: "mysql://root:«elided»@127.0.0.1/app"',
+      '+Authorization: «elided»',
+      '+curl -H "Authorization: «elided»" https://api.example.org',
+      '+  "pass": "«elided»",',
+      '+{"user": "app", "pass": "«elided»", "port": 5432}',
+      '+export DB_PASS=«elided»',
+      '+secretKey: «elided»',
+      '+ssl.key = «elided»',
+      '-client_token=«elided»',
+      ' keyboard = us',
+      ' bypass_cache = true',
+      ' url = https://example.org/a@b',
+    ]);
+  });
 });
 
 describe('declaration diffs', () => {
