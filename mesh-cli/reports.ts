@@ -175,7 +175,12 @@ export function failureLines(report: ReportView): string[] {
 
 /** The newest report on `node`'s branch whose signature is valid, looking back at most `depth` reports. */
 export async function newestValid(fleet: Fleet, node: string, depth = 20): Promise<Report | undefined> {
-  const reports = (await branchReports(fleet, node, depth, true).catch(() => null)) ?? [];
+  return (await validReports(fleet, node, depth, true))[0];
+}
+
+/** The last `depth` reports of `node` whose signatures verify, newest first (as last fetched, unless `fetch`). */
+export async function validReports(fleet: Fleet, node: string, depth: number, fetch = false): Promise<Report[]> {
+  const reports = (await branchReports(fleet, node, depth, fetch).catch(() => null)) ?? [];
   const verified = verifyEach(node, reports, (await identities(fleet, [node])).get(node) ?? null);
-  return reports.map((r) => trusted(verified.get(r.commit))).find((r) => r !== undefined);
+  return reports.map((r) => trusted(verified.get(r.commit))).filter((r): r is Report => r !== undefined);
 }

@@ -2,10 +2,13 @@
  * The rollout of one commit, as a pure classification over verified reports. The affected
  * nodes are those whose resolved declaration changed at the commit; each is
  *
- * - applied: its last valid report is at the commit or a descendant, with a successful outcome
- *   (a node that skipped straight to a later commit counts: ancestry, not equality);
- * - failed: its last valid report is at the commit or a descendant, and failed (or it is ineligible);
- * - outstanding: no valid report at or after the commit yet.
+ * - applied: it reported applied at the commit, at a descendant (a node that skipped straight to
+ *   a later commit counts), or at a commit where its rendered declaration is the same; it is
+ *   judged by the report it made then, so a later failure is a note, not a verdict;
+ * - failed: its last valid report at or after the commit failed (or it is ineligible), and none
+ *   at or after the commit applied;
+ * - outstanding: no valid report at or after the commit yet;
+ * - unknown: it has never reported at all (a token issued, not used yet).
  *
  * Outstanding is never failed and failed is never outstanding; a report whose signature does
  * not verify never counts as applied.
@@ -19,8 +22,10 @@ export interface Applied {
   node: string;
   commit: string;
   lastContact: string;
-  /** True when the node applied a later commit (a descendant), not this one exactly. */
+  /** True when the node applied a later commit (a descendant), not this one exactly (false also for another commit with the same declaration). */
   later: boolean;
+  /** What happened after, when its last report did not apply (e.g. "later failed at 1a2b3c4d5e6f"). */
+  note?: string;
 }
 
 /** An affected node with no valid report at or after the commit yet. */
@@ -51,6 +56,16 @@ export interface Rollout {
   applied: Applied[];
   outstanding: Outstanding[];
   failed: Failed[];
+  /** Affected nodes that have never reported (not failed, not outstanding: nothing is known of them). */
+  unknown: string[];
+}
+
+/** What else classify knows about the affected nodes, beyond their last reports. */
+export interface Judging {
+  /** Whether `report` was made at a commit where `node`'s rendered declaration is the one under review. */
+  sameDeclaration?: (node: string, report: ReportView) => boolean;
+  /** For a node whose last report at or after the commit did not apply it: the report that did, made before. */
+  appliedBefore?: Map<string, ReportView>;
 }
 
 /**
@@ -58,35 +73,51 @@ export interface Rollout {
  * `commit` or one of its descendants; `earlier` holds, for nodes whose last report does not
  * verify, the newest earlier report that does (if any).
  */
-export function classify(commit: string, affected: string[], reports: Map<string, ShownReport>, atOrAfter: (c: string) => boolean, earlier = new Map<string, ReportView>()): Rollout {
-  const rollout: Rollout = { commit, affected, applied: [], outstanding: [], failed: [] };
+export function classify(commit: string, affected: string[], reports: Map<string, ShownReport>, atOrAfter: (c: string) => boolean, earlier = new Map<string, ReportView>(), judging: Judging = {}): Rollout {
+  const rollout: Rollout = { commit, affected, applied: [], outstanding: [], failed: [], unknown: [] };
+  const reaches = (node: string, r: ReportView) => r.commit !== null && (atOrAfter(r.commit) || (judging.sameDeclaration?.(node, r) ?? false));
   for (const node of affected) {
     const verified = reports.get(node);
     const report = trusted(verified) ?? earlier.get(node);
     const unverified = verified && verified.signature !== 'valid' && verified.signature !== 'missing' ? `its last report's signature is ${verified.signature}: ${verified.reason}` : undefined;
-    if (!report || !report.commit || !atOrAfter(report.commit)) {
-      const reason = unverified ?? (report ? undefined : 'no report yet');
-      rollout.outstanding.push({ node, lastContact: report?.observedAt ?? null, commit: report?.commit ?? null, ...(reason ? { reason } : {}) });
+    if (!report && !unverified) {
+      rollout.unknown.push(node);
       continue;
     }
-    const at = { commit: report.commit, lastContact: report.observedAt, later: report.commit !== commit };
-    if (report.outcome === 'applied' || report.outcome === 'retired') rollout.applied.push({ node, ...at });
-    else if (report.outcome === 'failed') {
+    if (!report || !reaches(node, report)) {
+      rollout.outstanding.push({ node, lastContact: report?.observedAt ?? null, commit: report?.commit ?? null, ...(unverified ? { reason: unverified } : {}) });
+      continue;
+    }
+    const at = (r: ReportView) => ({ commit: r.commit!, lastContact: r.observedAt, later: r.commit !== commit && atOrAfter(r.commit!) });
+    if (APPLIED.has(report.outcome)) {
+      rollout.applied.push({ node, ...at(report) });
+      continue;
+    }
+    const before = judging.appliedBefore?.get(node);
+    if (before) {
+      rollout.applied.push({ node, ...at(before), note: `later ${report.outcome} at ${report.commit!.slice(0, 12)}` });
+      continue;
+    }
+    if (report.outcome === 'failed') {
       const errors = failureLines(report);
       const failedResources = report.resources.filter((r) => r.result === 'failed').length;
       const reason = report.errors.length > 0 ? 'the declaration is invalid' : `${failedResources} resource${failedResources === 1 ? '' : 's'} failed`;
-      rollout.failed.push({ node, reason, ...at, errors });
+      rollout.failed.push({ node, reason, ...at(report), errors });
     } else if (report.outcome === 'untrusted') {
-      rollout.failed.push({ node, reason: `refused as untrusted: ${report.errors[0]?.message ?? 'the commit did not pass the trust check'}`, ...at, errors: [] });
+      rollout.failed.push({ node, reason: `refused as untrusted: ${report.errors[0]?.message ?? 'the commit did not pass the trust check'}`, ...at(report), errors: [] });
     } else if (report.outcome === 'ineligible') {
-      rollout.failed.push({ node, reason: `ineligible: ${eligibility(report).reason}`, ...at, errors: [] });
-    } else rollout.outstanding.push({ node, lastContact: report.observedAt, commit: report.commit, reason: `${report.outcome} at ${report.commit.slice(0, 12)}, not applied yet` });
+      rollout.failed.push({ node, reason: `ineligible: ${eligibility(report).reason}`, ...at(report), errors: [] });
+    } else rollout.outstanding.push({ node, lastContact: report.observedAt, commit: report.commit, reason: `${report.outcome} at ${report.commit!.slice(0, 12)}, not applied yet` });
   }
   return rollout;
 }
 
+/** The outcomes that say a node has the declaration of its commit. */
+export const APPLIED: ReadonlySet<string> = new Set(['applied', 'retired']);
+
 /** "3 nodes affected: 1 applied, 1 failed, 1 outstanding". */
 export function rolloutLine(r: Rollout): string {
   const n = r.affected.length;
-  return `${n} node${n === 1 ? '' : 's'} affected: ${r.applied.length} applied, ${r.failed.length} failed, ${r.outstanding.length} outstanding`;
+  const unknown = r.unknown.length > 0 ? `, ${r.unknown.length} never reported` : '';
+  return `${n} node${n === 1 ? '' : 's'} affected: ${r.applied.length} applied, ${r.failed.length} failed, ${r.outstanding.length} outstanding${unknown}`;
 }

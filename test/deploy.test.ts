@@ -3,7 +3,7 @@
  * honest rollout of one commit with `status --commit`. Real git http-backend, real git
  * binary, six simulated machines running the built mesh-host, the built mesh-cli.
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -75,7 +75,20 @@ describe('deploy is a commit', () => {
     expect(runs('review')).toMatch(/mesh-cli\.mjs" validate --format github/);
     expect(runs('review')).toMatch(/mesh-cli\.mjs" plan --base "origin\/\$\{\{ github\.base_ref \}\}" --head HEAD --format markdown/);
     expect(runs('review')).toMatch(/gh pr comment/);
-    expect(runs('rollout')).toMatch(/mesh-cli\.mjs" status --commit "\$GITHUB_SHA" --wait 15m/);
+    expect(runs('rollout')).toMatch(/mesh-cli\.mjs" status --commit "\$GITHUB_SHA" --since "\$since" --wait 15m/);
+    // The rollout step, run as the runner runs it (bash -eo pipefail) with a stand-in for node that records its arguments.
+    const step = workflow.jobs.rollout.steps.find((st: { name?: string }) => st.name === 'Rollout of this push');
+    const bin = join(fleet.dir, 'ci-bin');
+    mkdirSync(bin, { recursive: true });
+    writeFileSync(join(bin, 'node'), '#!/bin/sh\necho "$@" > "$RUNNER_TEMP/args"\necho rollout\nexit "$STUB_CODE"\n', { mode: 0o755 });
+    const ci = (before: string, code: number) => {
+      const r = spawnSync('bash', ['-eo', 'pipefail', '-c', step.run], { env: { ...process.env, PATH: `${bin}:${process.env.PATH}`, RUNNER_TEMP: bin, GITHUB_SHA: 'c0ffee', BEFORE: before, STUB_CODE: String(code) }, encoding: 'utf8' });
+      return { code: r.status, stdout: r.stdout, args: readFileSync(join(bin, 'args'), 'utf8').trim() };
+    };
+    expect(ci('abc123', 0)).toMatchObject({ code: 0, args: `${bin}/mesh-cli.mjs status --commit c0ffee --since abc123 --wait 15m` });
+    expect(ci('0000000000000000000000000000000000000000', 0).args).toContain('--since c0ffee^ ');
+    expect(ci('abc123', 4)).toMatchObject({ code: 0, stdout: expect.stringContaining('::warning::some nodes have not applied c0ffee yet') });
+    expect(ci('abc123', 1).code).toBe(1);
     expect(readFileSync(join(fleet.checkout, 'README.md'), 'utf8')).toMatch(/\*\*GitLab\*\*/);
     expect(await git(fleet.checkout, 'ls-files', '.github')).toBe('.github/workflows/mesh.yml');
   });
@@ -208,7 +221,7 @@ describe('deploy is a commit', () => {
     }
   });
 
-  it('after the merge, status --commit says which nodes applied it (even by a later commit), which failed and which are outstanding', async () => {
+  it('after the merge, status --commit says which nodes applied it (even by a later commit), judged by the report each made then, and which are outstanding', async () => {
     await git(fleet.checkout, 'checkout', '--quiet', 'main');
     await git(fleet.checkout, 'merge', '--quiet', '--ff-only', 'web-tls');
     await git(fleet.checkout, 'push', '--quiet');
@@ -220,7 +233,7 @@ describe('deploy is a commit', () => {
     await Promise.all([runHost(roots['web-2']!), runHost(roots['web-3']!, 1)]);
 
     const r = await cli(fleet.checkout, 'status', '--commit', commits.merge, '--json');
-    expect(r.code, r.stderr).toBe(1);
+    expect(r.code, r.stderr).toBe(4); // web-4 is outstanding; none failed
     const rollout = JSON.parse(normalise(r.stdout, commits));
     expect(rollout).toEqual({
       commit: '<merge>',
@@ -228,26 +241,32 @@ describe('deploy is a commit', () => {
       applied: [
         { node: 'web-1', commit: '<merge>', lastContact: '<time>', later: false },
         { node: 'web-2', commit: '<later>', lastContact: '<time>', later: true },
+        // web-3 applied the merge, then failed on a later commit: that is a note on this rollout, not its verdict.
+        { node: 'web-3', commit: '<merge>', lastContact: '<time>', later: false, note: 'later failed at <later>' },
       ],
-      failed: [{ node: 'web-3', commit: '<later>', lastContact: '<time>', later: true, reason: '1 resource failed', errors: [expect.stringMatching(/^file:\/srv\/missing\/app\.conf: the parent directory of \/srv\/missing\/app\.conf does not exist/)] }],
+      failed: [],
       outstanding: [{ node: 'web-4', commit: '<base>', lastContact: '<time>' }],
+      unknown: [],
     });
 
     const text = await cli(fleet.checkout, 'status', '--commit', commits.merge);
-    expect(text.code).toBe(1);
+    expect(text.code).toBe(4);
     expect(normalise(text.stdout, commits)).toMatchInlineSnapshot(`
-      "rollout of <merge> "web: TLS": 4 nodes affected: 2 applied, 1 failed, 1 outstanding
+      "rollout of <merge> "web: TLS": 4 nodes affected: 3 applied, 0 failed, 1 outstanding
       applied      web-1  at <merge>, <time> (<age> ago)
       applied      web-2  at <later> (a later commit), <time> (<age> ago)
-      failed       web-3  at <later> (a later commit): 1 resource failed
-                          file:/srv/missing/app.conf: the parent directory of /srv/missing/app.conf does not exist: declare it as a directory resource before this file
+      applied      web-3  at <merge>, <time> (<age> ago) (later failed at <later>)
       outstanding  web-4  last contact <time> (<age> ago) at <base>
       "
     `);
 
     const onlyWeb3 = await cli(fleet.checkout, 'status', '--commit', commits.later, '--json');
     expect(onlyWeb3.code).toBe(1);
-    expect(JSON.parse(onlyWeb3.stdout)).toMatchObject({ affected: ['web-3'], applied: [], outstanding: [], failed: [{ node: 'web-3', later: false }] });
+    expect(JSON.parse(onlyWeb3.stdout)).toMatchObject({ affected: ['web-3'], applied: [], outstanding: [], failed: [{ node: 'web-3', later: false, reason: '1 resource failed', errors: [expect.stringMatching(/^file:\/srv\/missing\/app\.conf: the parent directory of \/srv\/missing\/app\.conf does not exist/)] }] });
+    // The push of both commits, judged whole from before the merge: web-3 failed its last step.
+    const push = await cli(fleet.checkout, 'status', '--commit', commits.later, '--since', commits.base!, '--json');
+    expect(push.code).toBe(1);
+    expect(JSON.parse(push.stdout)).toMatchObject({ affected: WEB, failed: [{ node: 'web-3' }], outstanding: [{ node: 'web-4' }] });
   });
 
   it('status --commit --wait returns as soon as the last outstanding node reports', async () => {
@@ -263,17 +282,17 @@ describe('deploy is a commit', () => {
       proc.on('exit', () => resolve());
     });
     await runHost(roots['web-4']!);
-    expect(await exited).toBe(1); // web-3 failed; nothing is outstanding any more
+    expect(await exited).toBe(0); // every affected node applied it; nothing is outstanding any more
     expect(Date.now() - started).toBeLessThan(60_000);
     expect(stderr).toBe('waiting for web-4\n');
-    expect(normalise(stdout, commits)).toMatch(/^rollout of <merge> "web: TLS": 4 nodes affected: 3 applied, 1 failed, 0 outstanding\n/);
+    expect(normalise(stdout, commits)).toMatch(/^rollout of <merge> "web: TLS": 4 nodes affected: 4 applied, 0 failed, 0 outstanding\n/);
     expect(normalise(stdout, commits)).toMatch(/^applied {6}web-4 {2}at <later> \(a later commit\), /m);
   });
 
-  it('a wait that runs out reports the outstanding nodes as outstanding, not failed, and exits 0', async () => {
+  it('a wait that runs out reports the outstanding nodes as outstanding, not failed, and exits 4 ("not there yet")', async () => {
     commits.db = await fleet.commit({ 'nodes/db-1/base.yaml': 'resources:\n  - type: file\n    path: /etc/db.conf\n    content: "max_connections = 200\\n"\n' }, 'db: more connections');
     const r = await cli(fleet.checkout, 'status', '--commit', commits.db, '--wait', '1s', '--poll', '300ms');
-    expect(r.code).toBe(0);
+    expect(r.code).toBe(4);
     expect(normalise(r.stdout, commits)).toMatchInlineSnapshot(`
       "rollout of <db> "db: more connections": 1 node affected: 0 applied, 0 failed, 1 outstanding
       outstanding  db-1  last contact <time> (<age> ago) at <base>
@@ -291,7 +310,7 @@ describe('deploy is a commit', () => {
     process.env.MESH_VERIFY_POOL_FROM = '1';
     const r = await cli(fleet.checkout, 'status');
     delete process.env.MESH_VERIFY_POOL_FROM;
-    expect(r.code, r.stderr).toBe(0);
+    expect(r.code, r.stderr).toBe(1); // web-3 failed its last pass, and lab-1 is ineligible
     expect(normalise(r.stdout.split('\n').slice(-2).join('\n'), commits)).toBe("6 nodes: 4 applied, 1 failed, 1 ineligible; 0 at main's tip (<db>)\n");
     const json = JSON.parse((await cli(fleet.checkout, 'status', '--json')).stdout);
     expect(json.nodes.find((n: { node: string }) => n.node === 'lab-1')).toMatchObject({ outcome: 'ineligible', eligible: false, signature: 'valid' });
@@ -314,14 +333,15 @@ describe('deploy is a commit', () => {
   it('status --html writes one well-formed page with every node and the last rollouts as bars', async () => {
     const file = join(fleet.dir, 'fleet.html');
     const r = await cli(fleet.checkout, 'status', '--html', file);
-    expect(r.code, r.stderr).toBe(0);
+    expect(r.code, r.stderr).toBe(1); // the page is written; the code still says web-3 failed its last pass
     const page = readFileSync(file, 'utf8');
     const xml = checkXml(page);
     expect(xml.problems).toEqual([]);
     for (const node of [...WEB, 'db-1', 'lab-1']) expect(xml.text).toContain(node);
     expect(page).not.toMatch(/<script|<link|src=/);
     const rows = [...page.matchAll(/<tr><td><code>([0-9a-f]{12})<\/code>.*?<td>(\d+ applied, \d+ failed, \d+ outstanding of \d+)<\/td><\/tr>/g)].map((m) => `${normalise(m[1]!, commits)} ${m[2]}`);
-    expect(rows).toEqual(['<db> 0 applied, 0 failed, 1 outstanding of 1', '<later> 0 applied, 1 failed, 0 outstanding of 1', '<merge> 3 applied, 1 failed, 0 outstanding of 4', '<base> 4 applied, 1 failed, 0 outstanding of 5']);
-    expect(page).toContain('<span class="applied" style="width:75.00%" title="applied: web-1, web-2, web-4">3</span>');
+    // web-3 applied <merge> and <base>, then failed at <later>: only <later>'s rollout is red.
+    expect(rows).toEqual(['<db> 0 applied, 0 failed, 1 outstanding of 1', '<later> 0 applied, 1 failed, 0 outstanding of 1', '<merge> 4 applied, 0 failed, 0 outstanding of 4', '<base> 5 applied, 0 failed, 0 outstanding of 5']);
+    expect(page).toContain('<span class="applied" style="width:100.00%" title="applied: web-1, web-2, web-3, web-4">4</span>');
   });
 });

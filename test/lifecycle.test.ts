@@ -57,7 +57,7 @@ const lastReport = async (fleet: TestFleet, node: string) => (await reports(flee
 
 async function statusRow(fleet: TestFleet, node: string) {
   const r = await cli(fleet.checkout, 'status', '--json');
-  expect(r.code, r.stderr).toBe(0);
+  expect([0, 1, 4], r.stderr).toContain(r.code); // the fleet's state by the exit table; never 2, 3 or 70
   return (JSON.parse(r.stdout) as { nodes: Array<Record<string, unknown>> }).nodes.find((n) => n.node === node)!;
 }
 

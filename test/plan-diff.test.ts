@@ -4,6 +4,8 @@
  * whose signature does not verify never counting as applied).
  */
 import { describe, expect, it } from 'vitest';
+import { statusExit } from '../mesh-cli/commands/status.js';
+import type { NodeStatus } from '../mesh-cli/status/node-status.js';
 import type { VerifiedReport } from '../core/report/verify.js';
 import type { Resource } from '../schema/declaration.js';
 import type { Report } from '../schema/report.js';
@@ -118,13 +120,49 @@ describe('rollout classification', () => {
       { node: 'behind', lastContact: '2026-01-01T00:00:00.000Z', commit: 'c0' },
       { node: 'forged', lastContact: null, commit: null, reason: "its last report's signature is invalid: signature does not verify" },
       { node: 'fresh', lastContact: '2026-01-01T00:00:00.000Z', commit: 'c2', reason: 'enrolled at c2, not applied yet' },
-      { node: 'silent', lastContact: null, commit: null, reason: 'no report yet' },
     ]);
+    expect(r.unknown).toEqual(['silent']); // never reported: neither failed nor outstanding
+  });
+
+  it('judge a node by the report it made at the commit: a later failure is a note; an identical declaration at another commit counts as applied', () => {
+    const reports = new Map<string, VerifiedReport>([
+      ['broke-later', valid({ commit: 'c3', outcome: 'failed' })],
+      ['same-elsewhere', valid({ commit: 'c0', digest: 'sha256:d' })],
+      ['other-elsewhere', valid({ commit: 'c0', digest: 'sha256:e' })],
+    ]);
+    const r = classify('c1', [...reports.keys()], reports, atOrAfter, new Map(), {
+      appliedBefore: new Map([['broke-later', report({ commit: 'c1' })]]),
+      sameDeclaration: (_node, rep) => rep.digest === 'sha256:d',
+    });
+    expect(r.applied).toEqual([
+      { node: 'broke-later', commit: 'c1', lastContact: '2026-01-01T00:00:00.000Z', later: false, note: 'later failed at c3' },
+      { node: 'same-elsewhere', commit: 'c0', lastContact: '2026-01-01T00:00:00.000Z', later: false },
+    ]);
+    expect(r.failed).toEqual([]);
+    expect(r.outstanding.map((o) => o.node)).toEqual(['other-elsewhere']);
   });
 
   it('use the newest earlier report that verifies when the last one does not', () => {
     const reports = new Map<string, VerifiedReport>([['n', { signature: 'invalid', reason: 'x', report: report({ commit: 'c3' }) }]]);
     const r = classify('c1', ['n'], reports, atOrAfter, new Map([['n', report({ commit: 'c2' })]]));
     expect(r.applied).toEqual([{ node: 'n', commit: 'c2', lastContact: '2026-01-01T00:00:00.000Z', later: true }]);
+  });
+});
+
+describe('the exit code of status', () => {
+  const row = (over: Partial<NodeStatus>): NodeStatus => ({
+    node: 'n', lastContact: 't', commit: 'tip', outcome: 'applied', hostVersion: '0.1.0', signature: 'valid', generation: 1, sequence: 2, eligible: true, chain: 'ok', signer: null, trust: 'signed', ...over,
+  });
+
+  it('is 0 when every node applied the tip, 4 while some have not (or never reported), 1 when one failed or does not verify; retired and revoked nodes never set it', () => {
+    expect(statusExit([row({}), row({ node: 'm' })], 'tip')).toBe(0);
+    expect(statusExit([row({}), row({ node: 'm', commit: 'old' })], 'tip')).toBe(4);
+    expect(statusExit([row({}), row({ node: 'm', signature: 'missing', outcome: null, commit: null })], 'tip')).toBe(4);
+    expect(statusExit([row({}), row({ node: 'm', outcome: 'enrolled' })], 'tip')).toBe(4);
+    expect(statusExit([row({ commit: 'old' }), row({ node: 'm', outcome: 'failed' })], 'tip')).toBe(1);
+    expect(statusExit([row({}), row({ node: 'm', outcome: 'untrusted' })], 'tip')).toBe(1);
+    expect(statusExit([row({}), row({ node: 'm', signature: 'invalid', outcome: null })], 'tip')).toBe(1);
+    expect(statusExit([row({}), row({ node: 'm', chain: 'forked' })], 'tip')).toBe(1);
+    expect(statusExit([row({}), row({ node: 'm', outcome: 'retired', commit: 'old' }), row({ node: 'r', signature: 'revoked', outcome: null })], 'tip')).toBe(0);
   });
 });

@@ -40,7 +40,7 @@ interface StatusRow {
 async function status(fleet: TestFleet): Promise<Map<string, StatusRow>> {
   const r = await cli(fleet.checkout, 'status', '--json');
   expect(r.stderr).toBe('');
-  expect(r.code).toBe(0);
+  expect([0, 1, 4]).toContain(r.code); // the fleet's state by the exit table; never 2, 3 or 70
   return new Map((JSON.parse(r.stdout) as { nodes: StatusRow[] }).nodes.map((n) => [n.node, n]));
 }
 

