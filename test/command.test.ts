@@ -249,10 +249,11 @@ describe('command: bad input', () => {
   const reload = (extra: string) => `  - type: command\n    name: reload\n    run: [systemctl, reload, app]\n${extra}`;
   const file = '  - type: file\n    path: /etc/app.ini\n    content: "x\\n"\n';
 
-  it('validate names the place of an onChange naming an unknown resource or one declared after the command, and of a string run without shell', async () => {
+  it('validate names the place of an onChange naming an unknown resource or one declared after the command, of a string run without shell, of shell with an argv, and of a timeout that is no duration', async () => {
     const repo = fleet({
       'nodes/web-1/a.yaml': `resources:\n${reload('    onChange: ["file:/etc/app.ini", "file:/etc/nope.ini"]\n')}${file}`,
       'nodes/web-1/b.yaml': `resources:\n  - type: command\n    name: migrate\n    run: "rake db:migrate"\n`,
+      'nodes/web-1/c.yaml': `resources:\n  - type: command\n    name: seed\n    run: [rake, db:seed]\n    shell: true\n    timeout: soon\n`,
     });
     await git(repo, 'init', '-q');
     const r = await cli(repo, 'validate', '--no-fetch');
@@ -261,9 +262,11 @@ describe('command: bad input', () => {
       "nodes/web-1/a.yaml:5:16: onChange names file:/etc/app.ini, which is declared after this command (at nodes/web-1/a.yaml:6:5): a command may watch only resources declared before it; move the command below it",
       "nodes/web-1/a.yaml:5:37: onChange names file:/etc/nope.ini, which this node's declaration does not declare: name a resource declared before this command by its id, such as file:/etc/app/app.ini",
       'nodes/web-1/b.yaml:4:10: resources.0.run: run is a single string, which only a shell can split: write it as an argv list such as [systemctl, reload, app], or set shell: true to run it with /bin/sh -c',
+      'nodes/web-1/c.yaml:5:12: resources.0.shell: shell: true runs one line with /bin/sh -c: write run (and unless) as one string, or drop shell: true and keep the argv list',
+      'nodes/web-1/c.yaml:6:14: resources.0.timeout: must be a duration such as 30s, 5m or 1h',
       '',
     ]);
-    expect(r.stderr).toBe('3 problems in 2 files (1 node, 0 roles checked)\n');
+    expect(r.stderr).toBe('5 problems in 3 files (1 node, 0 roles checked)\n');
   });
 
   it('a host given a declaration whose onChange is out of order applies nothing and reports the place', async () => {

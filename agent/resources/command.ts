@@ -82,8 +82,9 @@ export function tail(text: string): string {
 
 const shown = (line: string[] | string) => (typeof line === 'string' ? JSON.stringify(line) : `[${line.join(', ')}]`);
 
+// No `needs`: what onChange names is declared before the command (render.ts checks it), so the
+// order holds as declared, and a watched user or group may well be one this pass removes.
 export const commandHandler: Handler<CommandResource> = {
-  needs: (r) => (r.onChange ?? []).map((id) => ({ id, field: 'onChange' })),
   triggeredBy: (r) => r.onChange ?? [],
   act: runCommand,
 
