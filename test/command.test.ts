@@ -8,6 +8,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { tail } from '../agent/resources/command.js';
+import { emptyStore, openStore } from '../agent/store/store.js';
 import { cli, git, MESH_HOST, newMachine, runProgram } from './helpers/fleet.js';
 import { tempDirs } from './helpers/tmp.js';
 
@@ -290,5 +291,25 @@ describe('command: the output tail', () => {
     const wide = Array.from({ length: 5 }, (_, i) => `${i}${'x'.repeat(999)}`).join('\n');
     expect(Buffer.byteLength(tail(wide))).toBeLessThanOrEqual(2048);
     expect(tail(wide).endsWith(`4${'x'.repeat(999)}`)).toBe(true);
+  });
+});
+
+describe('command: the pending marks in the store', () => {
+  it('survive a reopen (journal and snapshot), are validated when the snapshot was edited, and a store from before commands reads as none pending', () => {
+    const path = join(tempDir('mesh-cmd-store-'), 'store.json');
+    const store = openStore(path);
+    store.intend([], ['command:a', 'command:b']);
+    expect(openStore(path).pendingIds()).toEqual(['command:a', 'command:b']);
+    store.clearPending('command:a');
+    store.save();
+    expect(JSON.parse(readFileSync(path, 'utf8')).pending).toEqual(['command:b']);
+    writeFileSync(path, JSON.stringify({ ...emptyStore(), pending: ['command:c'] })); // edited: its sum no longer matches, so it is validated
+    expect(openStore(path).pendingIds()).toEqual(['command:c']);
+    writeFileSync(path, JSON.stringify({ ...emptyStore(), pending: 'command:c' }));
+    expect(() => openStore(path)).toThrow(/cannot be read/);
+    writeFileSync(path, JSON.stringify(emptyStore())); // as hosts without commands wrote it
+    const old = openStore(path);
+    expect(old.pendingIds()).toEqual([]);
+    expect(old.isPending('command:c')).toBe(false);
   });
 });
