@@ -3,6 +3,8 @@
  * (reconcile.ts) that `mesh-host apply --bundle` also runs. Kept apart from the loop so that a
  * one-off `apply` does not load git, trust and reports.
  */
+import type { Resource } from '../schema/declaration.js';
+import { resourceId } from '../schema/resource-id.js';
 import type { ResourceResult } from '../schema/report.js';
 import { applyPlan, observe } from './apply.js';
 import { loadDeclarationWith, type LoadOptions, type TreeReader } from '../core/declaration/declaration.js';
@@ -26,11 +28,20 @@ export async function applyDeclaration(host: { config: { node: string }; store: 
   const releases = steps.filter(isRelease);
   const results = await applyPlan(steps.filter((s) => !readErrors.has(s.id) && !isRelease(s)), observed, host.store, host.ctx);
   results.push(...releases.map((s) => release(host.store, s.id)));
+  dropUndeclaredTriggers(host.store, resources);
   results.push(...[...readErrors].map(([id, error]) => ({ id, result: 'failed' as const, error: `cannot read current state: ${error}` })));
   const failed = results.filter((r) => r.result === 'failed').length;
   const changed = results.filter((r) => !['unchanged', 'failed', 'skipped'].includes(r.result)).length;
   const counts = { changed, drift: results.filter((r) => r.drift).length, failed, unchanged: results.filter((r) => r.result === 'unchanged').length };
   return { kind: 'reconcile', commit, digest, outcome: failed > 0 ? 'failed' : 'applied', errors: [], resources: results, counts, facts };
+}
+
+/** A pending trigger of an action (a command) that is no longer declared is forgotten: un-declaring an action runs nothing. */
+function dropUndeclaredTriggers(store: Store, resources: Resource[]): void {
+  const pending = store.pendingIds();
+  if (pending.length === 0) return;
+  const actions = new Set(resources.filter((r) => handlerFor(r).act).map(resourceId));
+  for (const id of pending) if (!actions.has(id)) store.clearPending(id);
 }
 
 /** A removal of a resource whose prior state is not known (recovered from a report): removing it could destroy what was there. */

@@ -7,6 +7,12 @@
  * makes the line `unverified` with the reason, never a success. The engine knows no resource
  * type by name: what a type adds (its needs, its change hooks, what it cannot verify, what it
  * watches) it says through its handler (resources/handler.ts).
+ *
+ * An action (a handler with `act`, a command) is never owned: it is taken in its declared
+ * place. A change of a resource it watches (`triggeredBy`) marks it pending in the same durable
+ * write as the change's intent; it is handed the trigger once all it watches applied cleanly in
+ * the pass, and the mark is cleared only when it succeeds, so a pass killed between the change
+ * and the action, or an action that failed, acts on the next pass.
  */
 import type { Resource } from '../schema/declaration.js';
 import { resourceId } from '../schema/resource-id.js';
@@ -46,8 +52,11 @@ export async function applyPlan(steps: Step[], observed: Map<string, Observed>, 
     for (const step of ordered) {
       let line: ResourceResult;
       try {
-        line = await applyStep(step, observed.get(step.id) ?? null, priors.get(step.id), store, ctx);
-        if (step.action !== 'remove') line = await settle(step.resource, line, changedPaths, ctx);
+        if (step.action !== 'remove' && handlerFor(step.resource).act) line = await act(step.resource, results, store, ctx);
+        else {
+          line = await applyStep(step, observed.get(step.id) ?? null, priors.get(step.id), store, ctx);
+          if (step.action !== 'remove') line = await settle(step.resource, line, changedPaths, ctx);
+        }
       } catch (e) {
         line = { id: step.id, result: 'failed', ...(step.action === 'change' ? { changes: step.changes } : {}), error: messageOf(e) };
       }
@@ -74,20 +83,57 @@ export async function applyPlan(steps: Step[], observed: Map<string, Observed>, 
 async function recordIntents(steps: Step[], observed: Map<string, Observed>, store: Store, ctx: ResourceContext): Promise<Map<string, Prior | Error>> {
   const priors = new Map<string, Prior | Error>();
   const records: OwnedRecord[] = [];
+  const watchers = watchersOf(steps);
+  const pending = new Set<string>();
   for (const step of steps) {
     if (step.action === 'remove' || (step.action === 'keep' && !step.adopt)) continue;
     try {
       const handler = handlerFor(step.resource);
+      if (handler.act) continue; // an action owns nothing
       if (step.action === 'change') await handler.beforeChange?.(step.resource, ctx);
       const prior = store.owned(step.id)?.prior ?? (await handler.prior(step.resource, observed.get(step.id) ?? null, ctx));
       priors.set(step.id, prior);
       records.push(ownedRecord(step.resource, prior, step.action === 'change' ? 'intent' : 'verified', ctx));
+      if (step.action === 'change') for (const id of watchers.get(step.id) ?? []) pending.add(id);
     } catch (e) {
       priors.set(step.id, e instanceof Error ? e : new Error(String(e)));
     }
   }
-  store.intend(records);
+  store.intend(records, [...pending]);
   return priors;
+}
+
+/** For each declared resource some action watches, the ids of the actions that watch it. */
+function watchersOf(steps: Step[]): Map<string, string[]> {
+  const watchers = new Map<string, string[]>();
+  for (const step of steps) {
+    if (step.action === 'remove') continue;
+    const handler = handlerFor(step.resource);
+    for (const watched of handler.act ? (handler.triggeredBy?.(step.resource) ?? []) : []) watchers.set(watched, [...(watchers.get(watched) ?? []), step.id]);
+  }
+  return watchers;
+}
+
+/**
+ * An action in its declared place. A pending trigger is handed on only when every resource it
+ * watches applied cleanly in this pass (`results` holds their lines, declared before it);
+ * otherwise the action waits, still pending. The mark is cleared once the action succeeded.
+ */
+async function act(resource: Resource, results: ResourceResult[], store: Store, ctx: ResourceContext): Promise<ResourceResult> {
+  const id = resourceId(resource);
+  const handler = handlerFor(resource);
+  let trigger: string | undefined;
+  if (store.isPending(id)) {
+    const watched = handler.triggeredBy?.(resource) ?? [];
+    const lines = new Map(results.map((l) => [l.id, l]));
+    const blocked = watched.filter((w) => !lines.has(w) || ['failed', 'skipped'].includes(lines.get(w)!.result));
+    if (blocked.length > 0) return { id, result: 'skipped', error: `pending: not run, because ${blocked.map((w) => `${w} ${lines.has(w) ? lines.get(w)!.result : 'was not applied'}`).join(', ')} in this pass; it runs once what it watches applies cleanly` };
+    const changed = watched.filter((w) => ['created', 'updated', 'removed', 'restored'].includes(lines.get(w)!.result));
+    trigger = changed.length > 0 ? `${changed.join(', ')} changed` : 'a change it watches is pending from an earlier pass';
+  }
+  const line = await handler.act!(resource, ctx, trigger);
+  if (line.result !== 'failed') store.clearPending(id);
+  return line;
 }
 
 /** A declaration that fails pre-flight changes nothing: its problems fail their lines and every other line is skipped. */

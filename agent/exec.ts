@@ -7,13 +7,32 @@ export const processRunner =
   (base: NodeJS.ProcessEnv): Exec =>
   (cmd, args, opts = {}) =>
     new Promise((resolve) => {
-      const child = spawn(cmd, args, { env: { ...base, ...opts.env }, stdio: ['pipe', 'pipe', 'pipe'], timeout: opts.timeoutMs ?? 10 * 60_000 });
+      const timeoutMs = opts.timeoutMs ?? 10 * 60_000;
+      // A group is killed whole by its own timer: spawn's timeout would kill only the leader, and a shell's children would keep the output open.
+      const child = spawn(cmd, args, { env: { ...base, ...opts.env }, stdio: ['pipe', 'pipe', 'pipe'], cwd: opts.cwd, detached: opts.group === true, ...(opts.group ? {} : { timeout: timeoutMs }) });
       const out: Buffer[] = [];
       const err: Buffer[] = [];
-      child.stdout.on('data', (b: Buffer) => out.push(b));
-      child.stderr.on('data', (b: Buffer) => err.push(b));
-      child.on('error', (e) => resolve({ code: 127, stdout: '', stderr: `${cmd}: ${e.message}` }));
-      child.on('close', (code, signal) => resolve({ code: code ?? (signal ? 128 : 1), stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }));
+      const both: Buffer[] = [];
+      let timedOut = false;
+      const timer = opts.group
+        ? setTimeout(() => {
+            timedOut = true;
+            try {
+              process.kill(-child.pid!, 'SIGKILL');
+            } catch {
+              // it ended as the timer fired
+            }
+          }, timeoutMs)
+        : undefined;
+      child.stdout.on('data', (b: Buffer) => (out.push(b), both.push(b)));
+      child.stderr.on('data', (b: Buffer) => (err.push(b), both.push(b)));
+      child.on('error', (e) => (clearTimeout(timer), resolve({ code: 127, stdout: '', stderr: `${cmd}: ${e.message}` })));
+      child.on('close', (code, signal) => {
+        clearTimeout(timer);
+        const stdout = Buffer.concat(out).toString();
+        const stderr = Buffer.concat(err).toString();
+        resolve({ code: code ?? (signal ? 128 : 1), stdout, stderr, output: Buffer.concat(both).toString(), ...(timedOut ? { timedOut: true } : {}) });
+      });
       child.stdin.on('error', () => undefined); // a program that exits without reading its input is not an error
       child.stdin.end(opts.input ?? '');
     });

@@ -6,10 +6,11 @@
  *   after-change  a changed resource was read back and recorded as verified
  *   after-drop    a removal was recorded
  *   mid-write     half of a file's new content is written (and fsynced) to its temporary file
+ *   before-run    a command is about to run (its trigger, if any, is pending in the store)
  *
  * Without the variable (always, outside tests) `due` returns false and does nothing else.
  */
-export type FaultPoint = 'after-intent' | 'after-change' | 'after-drop' | 'mid-write';
+export type FaultPoint = 'after-intent' | 'after-change' | 'after-drop' | 'mid-write' | 'before-run';
 
 export interface Faults {
   /** True exactly when this is the n-th pass through `point` that the spec names. */
@@ -21,7 +22,7 @@ export const noFaults: Faults = { due: () => false };
 
 /** The faults `spec` ("<point>:<n>", MESH_FAULT) asks for; anything else asks for none. */
 export function faultsFrom(spec: string | undefined): Faults {
-  const m = /^(after-intent|after-change|after-drop|mid-write):(\d+)$/.exec(spec ?? '');
+  const m = /^(after-intent|after-change|after-drop|mid-write|before-run):(\d+)$/.exec(spec ?? '');
   if (!m) return noFaults;
   let passes = 0;
   return {

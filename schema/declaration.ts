@@ -90,6 +90,45 @@ export const GroupResource = z.strictObject({
   ensure,
 });
 
+/** A duration as core/duration.ts reads it: "90s", "5m", "1.5h", "500ms", or plain seconds. */
+const duration = z.string().regex(/^\s*\d+(?:\.\d+)?(?:ms|s|m|h|d)?\s*$/, { message: 'must be a duration such as 30s, 5m or 1h' });
+
+/** A resource named by its id, as `file:/etc/app/app.ini` or `service:nginx`. */
+const resourceRef = z.string().regex(/^[a-z]+:\S/, { message: 'must name a resource by its id, type:path or type:name, such as file:/etc/app/app.ini' });
+
+/** An argv list (no shell), or one line for /bin/sh -c when the resource says shell: true. */
+const commandLine = z.union([z.array(z.string().min(1, { message: 'an argument may not be empty' })).min(1, { message: 'give the program to run' }), z.string().min(1)]);
+
+const needsShell = (field: 'run' | 'unless') => (c: { shell?: boolean; run: unknown; unless?: unknown }) => typeof c[field] !== 'string' || c.shell === true;
+const noShell = (field: 'run' | 'unless') =>
+  `${field} is a single string, which only a shell can split: write it as an argv list such as [systemctl, reload, app], or set shell: true to run it with /bin/sh -c`;
+
+/**
+ * An action, not a state: runs `run` when a resource named in `onChange` (declared before it)
+ * changed, when `creates` is missing, or when `unless` exits non-zero; with none of the three,
+ * on every pass. It owns nothing. `run` and `unless` are bodies: rendered only with template: true.
+ */
+export const CommandResource = z
+  .strictObject({
+    type: z.literal('command'),
+    name,
+    run: commandLine,
+    /** Run `run` (and `unless`), each one string, with /bin/sh -c. */
+    shell: z.boolean().optional(),
+    onChange: z.array(resourceRef).optional(),
+    creates: absolutePath.optional(),
+    unless: commandLine.optional(),
+    /** Longest a run may take before it is killed (default 5m). */
+    timeout: duration.optional(),
+    template: z.boolean().optional(),
+  })
+  .refine(needsShell('run'), { message: noShell('run'), path: ['run'] })
+  .refine(needsShell('unless'), { message: noShell('unless'), path: ['unless'] })
+  .refine((c) => c.shell !== true || (typeof c.run === 'string' && (c.unless === undefined || typeof c.unless === 'string')), {
+    message: 'shell: true runs one line with /bin/sh -c: write run (and unless) as one string, or drop shell: true and keep the argv list',
+    path: ['shell'],
+  });
+
 export const Resource = z.discriminatedUnion('type', [
   FileResource,
   DirectoryResource,
@@ -98,6 +137,7 @@ export const Resource = z.discriminatedUnion('type', [
   ServiceResource,
   UserResource,
   GroupResource,
+  CommandResource,
 ]);
 
 const rolePath = z.string().regex(/^roles\/[A-Za-z0-9._/-]+\.ya?ml$/, { message: 'must name a file under roles/, e.g. roles/web.yaml' });
@@ -127,6 +167,7 @@ export type PackageResource = z.infer<typeof PackageResource>;
 export type ServiceResource = z.infer<typeof ServiceResource>;
 export type UserResource = z.infer<typeof UserResource>;
 export type GroupResource = z.infer<typeof GroupResource>;
+export type CommandResource = z.infer<typeof CommandResource>;
 export type DeclarationFile = z.infer<typeof DeclarationFile>;
 export type RoleFile = z.infer<typeof RoleFile>;
 export type Include = z.infer<typeof Include>;

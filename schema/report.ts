@@ -19,6 +19,10 @@ export const ResourceResult = z.strictObject({
   drift: z.boolean().optional(),
   changes: z.array(z.string()).optional(),
   error: z.string().optional(),
+  /** A command that ran: its exit status (absent when it was killed or could not start). */
+  exit: z.number().int().optional(),
+  /** A command that ran: the tail of its output, stdout and stderr as they came (the last 20 lines, at most 2 KB). */
+  output: z.string().optional(),
 });
 
 export const OwnedRecord = z.strictObject({

@@ -4,7 +4,7 @@
  */
 import type { Resource } from './declaration.js';
 
-/** The stable identity of a resource: its type and its path or name, e.g. `file:/etc/motd`. */
+/** The stable identity of a resource: its type and its path or name, e.g. `file:/etc/motd`, `command:reload-app`. */
 export function resourceId(r: Resource): string {
   return `${r.type}:${'path' in r ? r.path : r.name}`;
 }

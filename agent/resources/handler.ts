@@ -74,10 +74,24 @@ export interface ExecResult {
   code: number;
   stdout: string;
   stderr: string;
+  /** stdout and stderr interleaved as they came (given by runners that can tell). */
+  output?: string;
+  /** True when the program was killed because it ran past `timeoutMs`. */
+  timedOut?: boolean;
+}
+
+export interface ExecOptions {
+  env?: Record<string, string>;
+  input?: string;
+  timeoutMs?: number;
+  /** Working folder (default: the host's own). */
+  cwd?: string;
+  /** Run in its own process group and, on timeout, kill the whole group (a shell's children too). */
+  group?: boolean;
 }
 
 /** Runs a program (no shell) and resolves with its exit code and output; never throws on a non-zero exit. */
-export type Exec = (cmd: string, args: string[], opts?: { env?: Record<string, string>; input?: string; timeoutMs?: number }) => Promise<ExecResult>;
+export type Exec = (cmd: string, args: string[], opts?: ExecOptions) => Promise<ExecResult>;
 
 /** What was there before the host took a resource over, so that un-declaring can restore it. */
 export type Prior = Record<string, unknown>;
@@ -106,6 +120,19 @@ export interface Handler<R extends Resource = Resource> {
   watches?(r: R): string[];
   /** React to changed watched paths (restart a service): what was done, and why it is unverified when it could not be checked. */
   refresh?(r: R, ctx: ResourceContext, changed: string[]): Promise<{ change: string; unverified?: string }>;
+
+  /**
+   * An action rather than a state (a command): never owned, never undone, and taken in its
+   * declared place instead of apply. It decides whether to act this pass and returns the line.
+   * `trigger` says why a watched resource calls for it (see `triggeredBy`), or is undefined.
+   */
+  act?(r: R, ctx: ResourceContext, trigger: string | undefined): Promise<ResourceResult>;
+  /**
+   * Ids of the resources whose change calls for `act`. The engine records the trigger as
+   * pending in the store in the same durable write as the change's intent, passes it to `act`
+   * only once every one of them applied cleanly in the pass, and clears it when `act` succeeds.
+   */
+  triggeredBy?(r: R): string[];
 }
 
 /** A resource that must exist (or be applied) before the one that names it. */

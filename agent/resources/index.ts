@@ -1,6 +1,7 @@
 /** One handler per resource type. Types without a handler yet fail with a clear error, never silently. */
 import type { Resource, ResourceType } from '../../schema/declaration.js';
 import { MeshError } from '../../core/errors.js';
+import { commandHandler } from './command.js';
 import { directoryHandler } from './directory.js';
 import { fileHandler } from './file.js';
 import { groupHandler } from './group.js';
@@ -18,6 +19,7 @@ const handlers: Partial<Record<ResourceType, Handler<never>>> = {
   group: groupHandler,
   service: serviceHandler,
   package: packageHandler,
+  command: commandHandler,
 };
 
 /** The handler for `r`'s type. */

@@ -18,14 +18,18 @@ export const StoreFile = z.strictObject({
   lastError: z.strictObject({ at: z.string(), message: z.string() }).nullable(),
   /** The last report made: its chain position, what it said (for heartbeats) and whether it reached the server. */
   report: z.strictObject({ sequence: z.number().int(), hash: z.string().nullable(), contentHash: z.string().nullable(), at: z.string().nullable(), pushed: z.boolean() }),
+  /** Ids of the commands whose watched resources changed and that have not succeeded since (absent in stores from before commands: none). */
+  pending: z.array(z.string()).optional(),
 });
 export type StoreData = z.infer<typeof StoreFile>;
 
 const Entry = z.union([
   z.strictObject({ epoch: z.number().int().nonnegative(), put: OwnedRecord }),
   z.strictObject({ epoch: z.number().int().nonnegative(), drop: z.string() }),
+  z.strictObject({ epoch: z.number().int().nonnegative(), pending: z.string() }),
+  z.strictObject({ epoch: z.number().int().nonnegative(), cleared: z.string() }),
 ]);
-/** One journal line: a record put or an id dropped, after the snapshot of epoch `epoch`. */
+/** One journal line: a record put or an id dropped, or a command's trigger marked pending or cleared, after the snapshot of epoch `epoch`. */
 export type Entry = z.infer<typeof Entry>;
 
 /** Validation of what was read back from disk; each throws the unreadable-store error for `where`. */

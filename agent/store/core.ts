@@ -12,6 +12,10 @@
  * waiting for the disk: if a power cut loses it, the record is still an intent, and the next
  * pass reads the resource back and verifies it again. Each journal line names the snapshot it
  * follows (`epoch`), so lines already folded into a newer snapshot are never applied twice.
+ *
+ * Beside the owned records it keeps the commands whose trigger is pending: marked in the same
+ * append and sync as the intent of the change that triggers them (so a pass killed after the
+ * change still runs the command next time), cleared durably once the command has succeeded.
  */
 import type { OwnedRecord } from '../../schema/report.js';
 import { crashNow, noFaults, type Faults } from '../fault.js';
@@ -88,11 +92,33 @@ export class Store {
     if (record.state !== 'intent' && this.faults.due('after-change')) crashNow();
   }
 
-  /** Record the intents of the changes a pass is about to make: one append and one sync for all of them, on disk when this returns. */
-  intend(records: OwnedRecord[]): void {
-    if (records.length === 0) return;
-    this.journal.addAll(records.map((put) => ({ epoch: this.epoch, put })), true);
-    for (const put of records) this.applyEntry({ epoch: 0, put });
+  /**
+   * Record the intents of the changes a pass is about to make, and the commands those changes
+   * trigger (`pending`): one append and one sync for all of them, on disk when this returns.
+   */
+  intend(records: OwnedRecord[], pending: string[] = []): void {
+    const marks = pending.filter((id) => !this.isPending(id));
+    if (records.length === 0 && marks.length === 0) return;
+    const entries: Entry[] = [...marks.map((id) => ({ epoch: this.epoch, pending: id })), ...records.map((put) => ({ epoch: this.epoch, put }))];
+    this.journal.addAll(entries, true);
+    for (const entry of entries) this.applyEntry(entry);
+  }
+
+  /** Whether the command `id` has a trigger that has not been carried out yet. */
+  isPending(id: string): boolean {
+    return this.data.pending?.includes(id) ?? false;
+  }
+
+  /** Every command with a pending trigger. */
+  pendingIds(): string[] {
+    return [...(this.data.pending ?? [])];
+  }
+
+  /** Clear `id`'s pending trigger (it succeeded, or is no longer declared), durably. */
+  clearPending(id: string): void {
+    if (!this.isPending(id)) return;
+    this.journal.add({ epoch: this.epoch, cleared: id }, true);
+    this.applyEntry({ epoch: 0, cleared: id });
   }
 
   /** Forget `id` (after its removal was verified) and record it. */
@@ -103,6 +129,7 @@ export class Store {
   }
 
   private applyEntry(entry: Entry): void {
+    if ('pending' in entry || 'cleared' in entry) return this.applyMark(entry);
     const id = 'put' in entry ? entry.put.id : entry.drop;
     const i = this.find(id);
     if ('put' in entry) {
@@ -112,6 +139,14 @@ export class Store {
       this.data.owned.splice(i, 1);
       this.indexed = null;
     }
+  }
+
+  /** A pending mark set or cleared; the field is left out while nothing is pending, so stores without commands read as before. */
+  private applyMark(entry: { pending: string } | { cleared: string }): void {
+    const pending = (this.data.pending ?? []).filter((id) => id !== ('pending' in entry ? entry.pending : entry.cleared));
+    if ('pending' in entry) pending.push(entry.pending);
+    if (pending.length > 0) this.data.pending = pending;
+    else delete this.data.pending;
   }
 
   /** Position of `id` in the owned list; the index is rebuilt whenever the list was changed behind its back. */

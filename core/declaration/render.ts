@@ -11,6 +11,7 @@
  *    every problem is at the file's own line and column.
  * 5. **Identity**: a resource id declared twice is one resource when both render identically,
  *    and an error naming both places when they differ.
+ * 6. **Triggers**: a command's `onChange` names only resources declared before it.
  *
  * Every problem is collected; a declaration with any problem applies nothing.
  */
@@ -26,9 +27,9 @@ import { placeOfScalar } from './place.js';
 import { isTemplate, renderTemplate, type ScopeName, type TemplateScope } from './template.js';
 import { nodeVars, type LayeredVars } from './vars.js';
 
-/** Bodies: rendered only when their resource says `template: true`. */
-const BODIES = new Set(['content']);
-const BOOLEAN_FIELDS = new Set(['enabled', 'running', 'system', 'template']);
+/** Bodies: rendered only when their resource says `template: true` (a file's content, a command's run and unless). */
+const BODIES = new Set(['content', 'run', 'unless']);
+const BOOLEAN_FIELDS = new Set(['enabled', 'running', 'system', 'template', 'shell']);
 const INTEGER_FIELDS = new Set(['uid', 'gid']);
 /** Roles may include roles this deep. */
 export const MAX_INCLUDE_DEPTH = 8;
@@ -81,6 +82,7 @@ export async function renderDeclaration(tree: FleetReader, place: NodePlace, fac
     for (const name of names) await renderFile(pass, `${level}/${name}`, null, []);
   }
   const resources = identities(pass);
+  checkTriggers(pass);
   if (pass.problems.length > 0) return { ok: false, problems: pass.problems, files: pass.files };
   const readFacts = [...pass.readFacts].map((i) => resourceId(pass.placed[i]!.resource));
   return { ok: true, declaration: { node: place.node, files: pass.files, resources, digest: digestOf(resources), readFacts: [...new Set(readFacts)], vars, warnings: pass.warnings } };
@@ -203,7 +205,7 @@ function renderFields(data: unknown, parsed: Parsed, scope: TemplateScope, reads
       if (resource === null || typeof resource !== 'object' || Array.isArray(resource)) return resource;
       const fields = resource as Record<string, unknown>;
       const bodiesToo = fields.template === true;
-      for (const body of BODIES) if (!bodiesToo && typeof fields[body] === 'string') warnLiteral(fields[body] as string, parsed, ['resources', i, body], warnings);
+      for (const body of BODIES) if (!bodiesToo && fields[body] !== undefined) warnLiteral(fields[body], parsed, ['resources', i, body], warnings);
       return Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, k === 'type' || (BODIES.has(k) && !bodiesToo) ? v : render(v, ['resources', i, k], sink)]));
     });
   }
@@ -211,7 +213,9 @@ function renderFields(data: unknown, parsed: Parsed, scope: TemplateScope, reads
 }
 
 /** A warning when a literal body holds what reads like one of mesh's own template names. */
-function warnLiteral(body: string, parsed: Parsed, path: (string | number)[], warnings: Problem[]): void {
+function warnLiteral(body: unknown, parsed: Parsed, path: (string | number)[], warnings: Problem[]): void {
+  if (Array.isArray(body)) return body.forEach((b, k) => warnLiteral(b, parsed, [...path, k], warnings));
+  if (typeof body !== 'string') return;
   const m = /\{\{-?\s*(vars|node|facts|params|secrets)\./.exec(body);
   if (m) warnings.push({ file: parsed.file, ...positionIn(parsed.source, path), message: `this body holds '{{ ${m[1]}.' but is copied literally: add template: true to render it (or leave it, if the braces are the file's own)` });
 }
@@ -247,6 +251,32 @@ function identities(pass: Pass): Resource[] {
     pass.problems.push({ file: p.file, ...positionIn(p.text, p.path), message: `${id} is declared again here and differently at ${first.file}:${there.line}:${there.col}; declare it once, and vary it with variables` });
   }
   return out;
+}
+
+/** Each command's `onChange` names a resource declared before it: the trigger must be known when the command's turn comes. */
+function checkTriggers(pass: Pass): void {
+  const first = new Map<string, Placed>();
+  for (const p of pass.placed) if (!first.has(resourceId(p.resource))) first.set(resourceId(p.resource), p);
+  const before = new Set<string>();
+  for (const p of pass.placed) {
+    if (p.resource.type === 'command') {
+      for (const [k, watched] of (p.resource.onChange ?? []).entries()) {
+        if (before.has(watched)) continue;
+        const later = first.get(watched);
+        const there = later && positionIn(later.text, later.path);
+        pass.problems.push({
+          file: p.file,
+          ...positionIn(p.text, [...p.path, 'onChange', k]),
+          message: later === p
+            ? `onChange names ${watched}, this command itself: a command watches the resources whose change should run it`
+            : later
+              ? `onChange names ${watched}, which is declared after this command (at ${later.file}:${there!.line}:${there!.col}): a command may watch only resources declared before it; move the command below it`
+              : `onChange names ${watched}, which this node's declaration does not declare: name a resource declared before this command by its id, such as file:/etc/app/app.ini`,
+        });
+      }
+    }
+    before.add(resourceId(p.resource));
+  }
 }
 
 function stripUndefined<T extends object>(o: T): T {

@@ -1,0 +1,97 @@
+/**
+ * `command`: an action, not a state. It runs `run` (an argv; one /bin/sh -c line with
+ * `shell: true`) when a resource it watches changed (`onChange`: the engine passes the trigger,
+ * which survives a pass that stopped or a run that failed), when `creates` names a path that is
+ * missing, or when `unless` exits non-zero; with none of the three it runs on every pass, as
+ * Puppet's exec without guards does. It runs in the machine's root folder with MESH_ROOT set to
+ * it (it is not confined), and succeeds when it exits 0 within `timeout` (default 5m) and, with
+ * `creates`, the path then exists. It owns nothing: never recorded, and un-declaring runs nothing.
+ */
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import type { CommandResource } from '../../schema/declaration.js';
+import { resourceId } from '../../schema/resource-id.js';
+import type { ResourceResult } from '../../schema/report.js';
+import { parseDuration } from '../../core/duration.js';
+import { crashNow } from '../fault.js';
+import { underRoot } from '../paths.js';
+import type { ExecResult, Handler, ResourceContext } from './handler.js';
+
+const DEFAULT_TIMEOUT = '5m';
+const TAIL_LINES = 20;
+const TAIL_BYTES = 2048;
+
+/** Why `r` runs this pass (null: it does not), checking its guards in order and running `unless` only when nothing else calls for it. */
+async function reasonToRun(r: CommandResource, ctx: ResourceContext, trigger: string | undefined): Promise<string | null> {
+  if (trigger) return trigger;
+  if (r.creates !== undefined && !existsSync(underRoot(ctx.root, r.creates))) return `${r.creates} is missing`;
+  if (r.unless !== undefined) {
+    const check = await execute(r, r.unless, ctx);
+    if (check.timedOut) throw new CommandFailed(`unless ${shown(r.unless)} ran past the timeout of ${r.timeout ?? DEFAULT_TIMEOUT} and was killed`, check);
+    if (check.code !== 0) return `unless ${shown(r.unless)} exited ${check.code}`;
+  }
+  if (r.onChange === undefined && r.creates === undefined && r.unless === undefined) return 'it has no onChange, creates or unless, so it runs on every pass';
+  return null;
+}
+
+/** Run `r` when something calls for it; the line says why, with the exit status and the tail of the output. */
+async function runCommand(r: CommandResource, ctx: ResourceContext, trigger: string | undefined): Promise<ResourceResult> {
+  const id = resourceId(r);
+  try {
+    const why = await reasonToRun(r, ctx, trigger);
+    if (why === null) return { id, result: 'unchanged' };
+    if (ctx.faults.due('before-run')) crashNow();
+    const ran = await execute(r, r.run, ctx);
+    const seen = { exit: ran.timedOut ? undefined : ran.code, output: tail(ran.output ?? ran.stdout + ran.stderr) };
+    const fields = Object.fromEntries(Object.entries(seen).filter(([, v]) => v !== undefined && v !== ''));
+    const changes = [`ran: ${why}`];
+    if (ran.timedOut) return { id, result: 'failed', changes, error: `ran past its timeout of ${r.timeout ?? DEFAULT_TIMEOUT} and was killed`, ...fields };
+    if (ran.code !== 0) return { id, result: 'failed', changes, error: `exited with status ${ran.code}`, ...fields };
+    if (r.creates !== undefined && !existsSync(underRoot(ctx.root, r.creates))) return { id, result: 'failed', changes, error: `exited 0, but ${r.creates} (creates) does not exist afterwards`, ...fields };
+    return { id, result: 'updated', changes, ...fields };
+  } catch (e) {
+    if (!(e instanceof CommandFailed)) throw e;
+    return { id, result: 'failed', error: e.message, ...(e.ran.output ? { output: tail(e.ran.output) } : {}) };
+  }
+}
+
+class CommandFailed extends Error {
+  constructor(
+    message: string,
+    readonly ran: ExecResult,
+  ) {
+    super(message);
+  }
+}
+
+/** Run one command line of `r` in the root, with MESH_ROOT, killed with its children after the timeout. */
+function execute(r: CommandResource, line: string[] | string, ctx: ResourceContext): Promise<ExecResult> {
+  const root = resolve(ctx.root);
+  const [cmd, ...args] = typeof line === 'string' ? ['/bin/sh', '-c', line] : line;
+  return ctx.exec(cmd!, args, { env: { MESH_ROOT: root }, cwd: root, timeoutMs: parseDuration(r.timeout ?? DEFAULT_TIMEOUT), group: true });
+}
+
+/** The last lines of `text`, at most TAIL_LINES lines and TAIL_BYTES bytes. */
+export function tail(text: string): string {
+  const lines = text.replace(/\n$/, '').split('\n');
+  let out = lines.slice(-TAIL_LINES).join('\n');
+  const bytes = Buffer.from(out);
+  if (bytes.length > TAIL_BYTES) out = bytes.subarray(bytes.length - TAIL_BYTES).toString().replace(/^\uFFFD+/, '');
+  return out;
+}
+
+const shown = (line: string[] | string) => (typeof line === 'string' ? JSON.stringify(line) : `[${line.join(', ')}]`);
+
+// No `needs`: what onChange names is declared before the command (render.ts checks it), so the
+// order holds as declared, and a watched user or group may well be one this pass removes.
+export const commandHandler: Handler<CommandResource> = {
+  triggeredBy: (r) => r.onChange ?? [],
+  act: runCommand,
+
+  // It has no state to read, compare or put back: the engine calls `act` in its place.
+  read: async () => ({}),
+  diff: () => [],
+  apply: async () => undefined,
+  prior: async () => ({ existed: false }),
+  remove: async () => undefined,
+};
