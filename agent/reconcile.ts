@@ -17,6 +17,8 @@
  *   the host removes what it owns and every report says why.
  * load: read nodes/<node>/ at that commit and validate all of it; a declaration with any
  *   problem applies nothing, and the report names every problem with file:line:column.
+ *   The rendered declaration is cached (declaration-cache.ts): when every file it read reads
+ *   the same, with the same facts and host build, it is not parsed or rendered again.
  * observe → plan → apply (apply-declaration.ts): read every declared resource, decide in a
  *   pure function what to change and what to remove, change it, read it back, and record it in
  *   the store once verified.
@@ -33,6 +35,7 @@ import { loadYamlOrThrow } from '../core/load.js';
 import type { Report } from '../schema/report.js';
 import { applyDeclaration } from './apply-declaration.js';
 import { ineligibleErrors } from './briefing.js';
+import { withDeclarationCache } from './declaration-cache.js';
 import { loadDeclarationWith, type LoadOptions, type TreeReader } from '../core/declaration/declaration.js';
 import { findNode, NOT_DECLARATIONS } from '../core/fleet/layout.js';
 import { collectFacts } from './facts.js';
@@ -71,7 +74,7 @@ export async function reconcile(host: Host, opts: { heartbeatMs: number }): Prom
   const commit = gate.commit;
   let body = nothingApplied(gate);
   if (commit !== null) {
-    const assignment = await assign(host, host.repo.tree(commit));
+    const assignment = await assign(host, withDeclarationCache(host.repo.tree(commit), join(host.paths.stateDir, 'declaration-cache.json')));
     body = labelled(assignment, await applyDeclaration(host, assignment.tree, commit, assignment.opts));
   }
   body = sealed(gate, body);

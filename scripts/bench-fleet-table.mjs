@@ -1,4 +1,6 @@
-// The table `npm run bench:fleet` prints: one row per measure, one column per fleet.
+// The tables `npm run bench:fleet` prints: one row per measure, one column per fleet.
+import { layoutRows } from './bench-fleet-layout.mjs';
+
 const kb = (b) => (b === undefined ? '-' : b < 10_240 ? `${(b / 1024).toFixed(2)} KB` : b < 10_485_760 ? `${(b / 1024).toFixed(0)} KB` : `${(b / 1048576).toFixed(1)} MB`);
 const op = (o) => (o ? `${fmt(o.requests)} req, ${kb(o.bytes)}` : '-');
 const s = (x, digits = 2) => (x === undefined || Number.isNaN(x) ? '-' : `${x.toFixed(digits)} s`);
@@ -46,6 +48,15 @@ export function printTable(r) {
     rows.push([`report repo growth per node per day (${g.heartbeatsPerDay} heartbeats, reachable after gc)`, `${g.replace.growthBytesPerDay} bytes (${g.replace.commits} commits in history)`, `stacking instead: ${kb(g.stack.growthBytesPerDay)} (${g.stack.commits} commits)`, '']);
     rows.push(['  replaced heartbeats, unreachable until gc prunes them', `${kb(g.replace.unreachableBytesPerDay)} (${g.replace.looseKiBBeforePrune} KiB on disk, loose)`, '', '']);
   }
+  if (r.real || r.big) print(rows);
+  const layout = layoutRows(r.layout);
+  if (layout.length) {
+    if (r.real || r.big) console.log('');
+    print(layout);
+  }
+}
+
+function print(rows) {
   const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => row[i].length)));
   for (const row of rows) console.log(row.map((c, i) => c.padEnd(widths[i])).join(' | ').trimEnd());
 }

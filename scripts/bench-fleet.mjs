@@ -3,8 +3,10 @@
 // numbers). Phase 1 runs N real simulated hosts (default 1,000) against `mesh-cli serve`;
 // phase 2 generates a 10,000-node fleet with reports made by our own code and measures the
 // poll, the push and `mesh-cli status` at that size; phase 3 measures report growth per node
-// per day. Prints a table and writes bench-results/fleet.json.
-// Options: --nodes N (phase 1, 0 skips), --big N (phase 2, 0 skips); MESH_DIST (built CLIs), MESH_BENCH_DIR
+// per day; phase 4 compares what a host's changed poll downloads with the nodes in groups
+// against all in nodes/ (bench-fleet-layout.mjs). Prints a table and writes bench-results/fleet.json.
+// Options: --nodes N (phase 1, 0 skips), --big N (phase 2, 0 skips), --layout N and --groups G
+// (phase 4, default 2,000 nodes in 40 groups, 0 skips); MESH_DIST (built CLIs), MESH_BENCH_DIR
 // (default /dev/shm), MESH_BENCH_KEEP=1 keeps the work folder.
 import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
@@ -16,6 +18,7 @@ import { cpuSeconds, git, load, measured, startServer } from './bench-fleet-lib.
 import { realFleet } from './bench-fleet-real.mjs';
 import { bigFleet } from './bench-fleet-big.mjs';
 import { growth } from './bench-fleet-growth.mjs';
+import { layouts } from './bench-fleet-layout.mjs';
 import { printTable } from './bench-fleet-table.mjs';
 
 const top = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -24,6 +27,8 @@ const cli = join(dist, 'mesh-cli.mjs');
 const arg = (name, fallback) => { const i = process.argv.indexOf(name); return i > 0 ? Number(process.argv[i + 1]) : fallback; };
 const nodes = arg('--nodes', 1000);
 const big = arg('--big', 10_000);
+const layout = arg('--layout', 2000);
+const groups = arg('--groups', 40);
 if (!existsSync(cli)) throw new Error(`${cli} is missing: build first (node scripts/build.mjs)`);
 
 // tmpfs when there is one: this VM's disk takes ~4 ms per ref lock, which would measure the disk, not git.
@@ -79,6 +84,7 @@ try {
     const open = await served('big', { open: true, data: served1.data });
     results.big = await bigFleet(sim, { n: big, work: join(work, 'big'), bare: served1.bare, server: served1.server, open: open.server, statusRun: (c, n) => statusRun(c, n, served1.server) });
   }
+  if (layout > 0) results.layout = await layouts(sim, { n: layout, groups, work: join(work, 'layout'), served });
   results.totalS = (performance.now() - started) / 1000;
   printTable(results);
   mkdirSync(join(top, 'bench-results'), { recursive: true });

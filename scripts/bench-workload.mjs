@@ -5,24 +5,45 @@
 import { mkdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-/** The resources of a workload of `n` files: directories first, then files, in declared order. */
-export function workload(n) {
+/** The hostname of every bench machine (its /etc/hostname), which the templated workload reads as a fact. */
+export const HOSTNAME = 'bench-host';
+/** The variable the templated workload reads (the bundle's vars.yaml). */
+export const VARS = { port: 8080 };
+
+/**
+ * The resources of a workload of `n` files: directories first, then files, in declared order.
+ * With `templated`, every file is `template: true` and its content reads a variable, a fact
+ * and a loop; it renders to exactly the literal workload's content, so both leave the same
+ * machine and only the declaring differs.
+ */
+export function workload(n, { templated = false } = {}) {
   const dirs = Math.max(1, Math.round(n / 10));
   const resources = [];
   for (let d = 0; d < dirs; d++) resources.push({ type: 'directory', path: `/srv/d${d}`, mode: '0755' });
-  for (let i = 0; i < n; i++) resources.push({ type: 'file', path: `/srv/d${i % dirs}/f${i}.conf`, content: `# file ${i}\nname=f${i}\nvalue=${(i * 7919) % 1000}\n`, mode: '0644' });
+  for (let i = 0; i < n; i++) {
+    const literal = `# file ${i}\nname=f${i}\nvalue=${(i * 7919) % 1000}\nport=${VARS.port}\nhost=${HOSTNAME}\nworkers=1,2,3\n`;
+    const template = `# file ${i}\nname=f${i}\nvalue=${(i * 7919) % 1000}\nport={{ vars.port }}\nhost={{ facts.hostname }}\nworkers={% for w in (1..3) %}{{ w }}{% unless forloop.last %},{% endunless %}{% endfor %}\n`;
+    resources.push({ type: 'file', path: `/srv/d${i % dirs}/f${i}.conf`, content: literal, ...(templated ? { template } : {}), mode: '0644' });
+  }
   return resources;
 }
 
-/** A mesh bundle folder declaring `resources`. */
+/** A mesh bundle folder declaring `resources` (a templated file's body is its template), with the variables it reads. */
 export function writeMeshBundle(dir, resources) {
   mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'base.yaml'), declarationYaml(resources));
+  writeFileSync(join(dir, 'vars.yaml'), Object.entries(VARS).map(([k, v]) => `${k}: ${v}\n`).join(''));
+}
+
+/** The declaration file for `resources`. */
+export function declarationYaml(resources) {
   const lines = ['resources:'];
   for (const r of resources) {
     lines.push(`  - type: ${r.type}`, `    path: ${r.path}`, `    mode: "${r.mode}"`);
-    if (r.content !== undefined) lines.push(`    content: ${JSON.stringify(r.content)}`);
+    if (r.template !== undefined) lines.push('    template: true', `    content: ${JSON.stringify(r.template)}`);
+    else if (r.content !== undefined) lines.push(`    content: ${JSON.stringify(r.content)}`);
   }
-  writeFileSync(join(dir, 'base.yaml'), lines.join('\n') + '\n');
+  return lines.join('\n') + '\n';
 }
 
 /**
@@ -47,6 +68,7 @@ export function writeCfPolicy(file, root, resources) {
 export function freshRoot(root) {
   rmSync(root, { recursive: true, force: true });
   for (const d of ['etc', 'srv', 'var/lib', 'tmp']) mkdirSync(join(root, d), { recursive: true });
+  writeFileSync(join(root, 'etc/hostname'), `${HOSTNAME}\n`);
 }
 
 /** Drift on the files of `resources` under `root`: every 10th file changed, every 20th (offset by 5) deleted. */

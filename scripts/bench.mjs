@@ -23,28 +23,37 @@
 // a pass that changes nothing writes nothing. And mesh keeps a store of what it owns and what
 // was there before; cf-agent keeps no such record.
 // Wall time is from spawn to exit; peak RSS and CPU come from the kernel (wait4 via GNU time).
-// Results: a table on stdout and bench-results/bench.json (BENCH_SIZES=100,1000 to choose N;
-// MESH_DIST=DIR to measure a build other than dist/).
+// Then the fleet language's cost (scripts/bench-language.mjs): the no-op pass over N literal
+// files against N templated ones, through `apply --bundle` and through `run --once` against a
+// real fleet server, warm and cold cache.
+// Results: tables on stdout and bench-results/bench.json (BENCH_SIZES=100,1000 to choose N,
+// BENCH_LANGUAGE=1000 for the language's N, either empty to skip; MESH_DIST=DIR to measure a
+// build other than dist/).
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { languageCost, languageRows } from './bench-language.mjs';
 import { measure, median } from './bench-run.mjs';
 import { freshRoot, makeDrift, workload, writeCfPolicy, writeMeshBundle } from './bench-workload.mjs';
 
 const top = join(dirname(fileURLToPath(import.meta.url)), '..');
-const HOST = join(process.env.MESH_DIST ?? join(top, 'dist'), 'mesh-host.mjs');
+const DIST = process.env.MESH_DIST ?? join(top, 'dist');
+const HOST = join(DIST, 'mesh-host.mjs');
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
-const SIZES = (process.env.BENCH_SIZES ?? '100,1000').split(',').map(Number);
+const sizes = (text) => text.split(',').filter(Boolean).map(Number);
+const SIZES = sizes(process.env.BENCH_SIZES ?? '100,1000');
+const LANGUAGE = sizes(process.env.BENCH_LANGUAGE ?? '1000');
 const work = mkdtempSync(join(tmpdir(), 'mesh-bench-'));
 const CF = findCfAgent();
 
 /** One tool on one workload: how to run it once, and where its machine is. */
-function meshTool(n, resources) {
-  const bundle = join(work, `mesh-${n}-bundle`);
+function meshTool(name, resources) {
+  const bundle = join(work, `mesh-${name}-bundle`);
   writeMeshBundle(bundle, resources);
-  const root = join(work, `mesh-${n}-root`);
+  const root = join(work, `mesh-${name}-root`);
+  freshRoot(root);
   return { name: 'mesh', root, run: () => measure('node', [HOST, 'apply', '--bundle', bundle, '--root', root], { MESH_LOG_LEVEL: 'warn' }), coldCache: () => rmSync(join(root, 'var/lib/mesh-host/bundle-cache.json'), { force: true }) };
 }
 
@@ -101,9 +110,11 @@ const results = { at: new Date().toISOString(), machine: { cpus: cpus().length, 
 try {
   for (const n of SIZES) {
     const resources = workload(n);
-    const measured = await benchTools([meshTool(n, resources), ...(CF ? [cfTool(n, resources)] : [])], resources);
+    const measured = await benchTools([meshTool(String(n), resources), ...(CF ? [cfTool(n, resources)] : [])], resources);
     results.sizes[n] = { resources: resources.length, mesh: measured.mesh, cfAgent: measured['cf-agent'] ?? null };
   }
+  results.language = {};
+  for (const n of LANGUAGE) results.language[n] = await languageCost(n, { work, dist: DIST, runs: RUNS, bundleTool: meshTool });
 } finally {
   rmSync(work, { recursive: true, force: true });
 }
@@ -118,8 +129,17 @@ for (const [n, { mesh, cfAgent }] of Object.entries(results.sizes)) {
     rows.push([n, sc.name, f(m.wallMs), f(m.cpuMs), f(m.rssMb, 1), ...(c ? [f(c.wallMs), f(c.cpuMs), f(c.rssMb, 1), f(m.wallMs / c.wallMs, 2), f(m.cpuMs / c.cpuMs, 2)] : na)]);
   }
 }
-const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
-for (const r of rows) console.log(r.map((c, i) => (i < 2 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  '));
-console.log(`\nmedian of ${RUNS} runs; ${results.machine.cpus} cpus, load average ${results.machine.loadavg.map((l) => l.toFixed(1)).join(' ')}${CF ? '' : '; cf-agent not installed (Debian package cfengine3)'}`);
+/** Print `rows` aligned, the first `left` columns to the left. */
+const table = (rows, left) => {
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  for (const r of rows) console.log(r.map((c, i) => (i < left ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  '));
+};
+if (rows.length > 1) table(rows, 2);
+if (LANGUAGE.length) {
+  console.log(`${rows.length > 1 ? '\n' : ''}the language's cost: no-op pass, literal files against the same files templated (a variable, a fact, a loop)`);
+  table(languageRows(results.language), 3);
+}
+results.loadavgAfter = loadavg();
+console.log(`\nmedian of ${RUNS} runs; ${results.machine.cpus} cpus, load average ${results.machine.loadavg.map((l) => l.toFixed(1)).join(' ')} at the start, ${results.loadavgAfter.map((l) => l.toFixed(1)).join(' ')} at the end${CF ? '' : '; cf-agent not installed (Debian package cfengine3)'}`);
 mkdirSync(join(top, 'bench-results'), { recursive: true });
 writeFileSync(join(top, 'bench-results/bench.json'), JSON.stringify(results, null, 2) + '\n');

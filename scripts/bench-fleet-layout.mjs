@@ -1,0 +1,81 @@
+// Bench phase 4: what a host's changed poll downloads with the grouped layout against the flat
+// one, at the same number of nodes. Each layout is its own fleet repo on its own `mesh-cli serve`:
+//   flat     nodes/<node>/ for every node (node.yaml, base.yaml)
+//   grouped  nodes/g-XX/<node>/, G groups of n/G nodes, each group with a vars.yaml
+// SAMPLE real simulated hosts of the first group (the same nodes in both layouts) start from a
+// shallow fetch of main, then one commit at a time changes one file and every sample host
+// polls, fetches and loads its declaration (agent/fleet/git.ts, as `mesh-host run` does). The
+// bytes are what the host's HTTP client sent and received (requests, headers and packs).
+import { join } from 'node:path';
+import { commitFiles, git, measured, nodeNames, perOp, pool, progress } from './bench-fleet-lib.mjs';
+
+const SAMPLE = 8;
+const MESH_YAML = 'name: bench\nmainBranch: main\ntrust: none\nsigners: []\n';
+
+/** Run phase 4 with `n` nodes in `groups` groups; `served(name)` starts a server on a new fleet repo. */
+export async function layouts(sim, { n, groups, work, served }) {
+  progress(`phase 4: ${n} nodes, flat and in ${groups} groups`);
+  const keys = nodeNames(n).map((name) => sim.nodeKeys(name));
+  const per = Math.ceil(n / groups);
+  const group = (i) => `g-${String(Math.floor(i / per)).padStart(2, '0')}`;
+  const now = new Date();
+  const layoutsOf = {
+    flat: { dir: (i) => `nodes/${keys[i].node}`, groupFile: null },
+    grouped: { dir: (i) => `nodes/${group(i)}/${keys[i].node}`, groupFile: (g) => `nodes/${g}/vars.yaml` },
+  };
+  const out = { nodes: n, groups, perGroup: per, sample: SAMPLE };
+  for (const [name, layout] of Object.entries(layoutsOf)) {
+    const { bare, server } = await served(`layout-${name}`);
+    const files = { 'mesh.yaml': MESH_YAML };
+    keys.forEach((k, i) => Object.assign(files, { [`${layout.dir(i)}/node.yaml`]: sim.identityYaml(k, now), [`${layout.dir(i)}/base.yaml`]: sim.declarationYaml(k.node) }));
+    if (layout.groupFile) for (let g = 0; g * per < n; g++) files[layout.groupFile(group(g * per))] = vars(group(g * per), 0);
+    commitFiles(bare, files, `fleet: ${n} nodes, ${name}`);
+    out[name] = await sample(sim, { name, work: join(work, name), bare, server, keys, layout, last: n - 1, own: group(0) });
+  }
+  return out;
+}
+
+function vars(group, revision) {
+  return `group: ${group}\nrevision: ${revision}\n`;
+}
+
+/** SAMPLE hosts of the first group: first fetch, then one changed poll per kind of change. */
+async function sample(sim, { name, work, bare, server, keys, layout, last, own }) {
+  const url = `${server.url}fleet.git`;
+  const mine = keys.slice(0, SAMPLE);
+  const template = join(work, 'template');
+  const first = await measured(server, () => sim.fetchTemplate(template, url, mine[0]));
+  const hosts = await pool(mine, SAMPLE, (k) => sim.SimHost.open(join(work, k.node), url, k, { template }));
+  await Promise.all(hosts.map((h) => h.contact())); // each host reads its own declaration once
+  const meters = () => hosts.map((h) => h.meter());
+  const out = { firstFetch: { requests: first.result.requests, bytes: first.result.sent + first.result.received, serverCpuS: first.serverCpuS } };
+  let revision = 0;
+  /** Commit `files` on main; every sample host polls, fetches and loads. */
+  const changedPoll = async (files, what) => {
+    progress(`${name}: ${what}`);
+    commitFiles(bare, files, what, git(bare, ['rev-parse', 'main']));
+    const before = meters();
+    const r = await measured(server, () => pool(hosts, 4, (h) => h.contact()));
+    if (r.result.some((c) => !c.moved)) throw new Error(`${name}: a host did not see main move`);
+    return { ...perOp(before, meters()), serverCpuPerPollS: r.serverCpuS / hosts.length };
+  };
+  const nodeFile = (i) => ({ [`${layout.dir(i)}/base.yaml`]: sim.declarationYaml(keys[i].node, ++revision) });
+  out.otherNode = await changedPoll(nodeFile(last), `${keys[last].node} (in the last group) changes`);
+  if (layout.groupFile) out.ownGroup = await changedPoll({ [layout.groupFile(own)]: vars(own, ++revision) }, `the hosts' own group file ${layout.groupFile(own)} changes`);
+  out.ownNode = await changedPoll(nodeFile(0), `${keys[0].node} (a sample host's own folder) changes`);
+  return out;
+}
+
+/** The rows bench-fleet-table.mjs prints for phase 4. */
+export function layoutRows(r) {
+  if (!r) return [];
+  const kb = (o) => (o ? `${o.requests} req, ${(o.bytes / 1024).toFixed(1)} KB` : '-');
+  return [
+    ['', `${r.nodes} nodes, flat nodes/<node>/`, `${r.nodes} nodes, grouped nodes/g-XX/<node>/ (${r.groups} × ${r.perGroup})`],
+    ['first fetch (shallow main)', kb(r.flat.firstFetch), kb(r.grouped.firstFetch)],
+    [`changed poll, per host (${r.sample} hosts of the first group): another group's node changed (flat: another node)`, kb(r.flat.otherNode), kb(r.grouped.otherNode)],
+    ['  the hosts\' own group file changed (nodes/g-00/vars.yaml)', '-', kb(r.grouped.ownGroup)],
+    ['  one sample host\'s own node folder changed', kb(r.flat.ownNode), kb(r.grouped.ownNode)],
+    ['server CPU per changed poll (another node changed)', `${r.flat.otherNode.serverCpuPerPollS.toFixed(3)} s`, `${r.grouped.otherNode.serverCpuPerPollS.toFixed(3)} s`],
+  ];
+}
