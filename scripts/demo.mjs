@@ -97,6 +97,10 @@ async function main() {
   show('git', ['push', '--quiet'], fleet);
   show('mesh-cli', ['vars', 'web-2', '--explain'], fleet);
   for (const [node] of nodes) show('mesh-host', ['run', '--once', '--root', machine(node)], work);
+  say("reload-app (a command with onChange) ran when each web node's app.ini was first written, again on web-2 after its change, and on no unchanged pass");
+  for (const [node] of nodes.filter(([, group]) => group === 'web')) {
+    console.log(`    ${node}:/var/log/app/reloads.log: ${readFileSync(join(machine(node), 'var/log/app/reloads.log'), 'utf8').trim().split('\n').length} reload(s)`);
+  }
   say('Is it out? status --commit says which nodes the commit affected and which applied it');
   show('mesh-cli', ['status', '--commit', 'HEAD'], fleet);
   console.log(`    web-2:/etc/app/app.ini: ${readFileSync(join(machine('web-2'), 'etc/app/app.ini'), 'utf8').split('\n')[1]}`);

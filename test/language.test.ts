@@ -24,6 +24,10 @@ resources:
       # {{ vars.greeting }} from {{ node.name }} ({{ node.groups | join: "/" }}) on {{ facts.hostname }}
       port = {{ vars.port }}
       workers = {{ vars.workers | default: facts.cpus }}
+  - type: command
+    name: reload-app
+    run: [/bin/sh, -c, 'echo reloaded >> "$MESH_ROOT/etc/app/reloads"']
+    onChange: ["file:/etc/app/app.ini"]
 `;
 
 const vhost = `params:
@@ -74,6 +78,11 @@ describe('the fleet language: groups, variables, templates and roles with parame
     expect(file('web-1', 'etc/vhosts/web-1.example.org.conf')).toBe('listen 9090; server_name web-1.example.org;\n');
     expect(file('web-2', 'etc/vhosts/admin.web-2.conf')).toBe('listen 8443; server_name admin.web-2;\n');
     expect(file('db-1', 'etc/motd')).toBe('db-1: hello\n');
+    // reload-app ran once, after app.ini was written; the next, unchanged pass runs nothing.
+    expect(file('web-1', 'etc/app/reloads')).toBe('reloaded\n');
+    const again = await hostCmd(roots.get('web-1')!, 'run', '--once', '--json');
+    expect(JSON.parse(again.stdout).resources.filter((r: { result: string }) => r.result !== 'unchanged')).toEqual([]);
+    expect(file('web-1', 'etc/app/reloads')).toBe('reloaded\n');
   });
 
   it('mesh-cli set changes one variable; plan names exactly the nodes it touches; status --commit says they applied it', async () => {
@@ -92,6 +101,9 @@ describe('the fleet language: groups, variables, templates and roles with parame
     expect(text.stdout).not.toContain('cannot plan');
     for (const node of roots.keys()) await run(node);
     expect(file('web-1', 'etc/app/app.ini')).toContain('port = 9999\n');
+    // The command watching app.ini ran on web-1 once more (its file changed), not on web-2 (unchanged).
+    expect(file('web-1', 'etc/app/reloads')).toBe('reloaded\nreloaded\n');
+    expect(file('web-2', 'etc/app/reloads')).toBe('reloaded\n');
     const status = await cli(fleet.checkout, 'status', '--commit', 'HEAD', '--json');
     const rollout = JSON.parse(status.stdout) as { affected: string[]; applied: Array<{ node: string }>; outstanding: unknown[]; failed: unknown[] };
     expect(rollout.affected).toEqual(['web-1']);
