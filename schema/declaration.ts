@@ -10,7 +10,18 @@ const absolutePath = z
   .min(1)
   .refine((p) => p.startsWith('/'), { message: 'must be an absolute path (start with /)' })
   .refine((p) => !p.split('/').includes('..'), { message: "must not contain '..'" })
-  .refine((p) => !p.includes('\0'), { message: 'must not contain a NUL byte' });
+  .refine((p) => !p.includes('\0'), { message: 'must not contain a NUL byte' })
+  // One path, one id: /etc/x, /etc//x, /etc/./x and /etc/x/ would otherwise be four resources for one file.
+  .superRefine((p, ctx) => {
+    const canonical = canonicalPath(p);
+    if (p.startsWith('/') && p !== canonical) ctx.addIssue({ code: 'custom', message: `write it as ${canonical} (one form per path: no //, no /./, no trailing /)` });
+  });
+
+/** `path` with repeated slashes, `.` segments and a trailing slash taken out (the root stays /). */
+export function canonicalPath(path: string): string {
+  const parts = path.split('/').filter((part) => part !== '' && part !== '.');
+  return `/${parts.join('/')}`;
+}
 
 const mode = z
   .string({ error: (i) => (typeof i.input === 'number' ? 'mode must be a quoted string such as "0644" (YAML reads 0644 as a number)' : 'mode must be a string such as "0644"') })

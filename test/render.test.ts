@@ -101,6 +101,21 @@ describe('render: groups, variables, roles with parameters, templates and facts'
     expect(!r.ok && r.problems.map((p) => `${p.file}:${p.line}:${p.col}: ${p.message.split(':')[0]}`)).toEqual(['nodes/web/app.yaml:7:14: unknown variable vars.prot']);
   });
 
+  it('a path has one form: //, /./ and a trailing / are errors at their place that name the form to write, rendered or literal', async () => {
+    const files = {
+      'nodes/n-1/node.yaml': '',
+      'nodes/n-1/vars.yaml': 'sub: ""\n',
+      'nodes/n-1/a.yaml': 'resources:\n  - type: file\n    path: /etc//x\n    content: a\n  - type: file\n    path: /etc/./y\n    content: a\n  - type: directory\n    path: /srv/\n  - type: file\n    path: "/etc/{{ vars.sub }}/z"\n    content: a\n',
+    };
+    const r = await render(files, 'n-1');
+    expect(!r.ok && r.problems.map((p) => `${p.file}:${p.line}:${p.col}: ${p.message}`)).toEqual([
+      'nodes/n-1/a.yaml:3:11: resources.0.path: write it as /etc/x (one form per path: no //, no /./, no trailing /)',
+      'nodes/n-1/a.yaml:6:11: resources.1.path: write it as /etc/y (one form per path: no //, no /./, no trailing /)',
+      'nodes/n-1/a.yaml:9:11: resources.2.path: write it as /srv (one form per path: no //, no /./, no trailing /)',
+      'nodes/n-1/a.yaml:11:11: resources.3.path: write it as /etc/z (one form per path: no //, no /./, no trailing /)',
+    ]);
+  });
+
   it('the same resource twice is one when identical, and an error naming both places when not', async () => {
     const same = await render({ 'nodes/n-1/node.yaml': '', 'nodes/a.yaml': 'resources:\n  - type: directory\n    path: /srv\n', 'nodes/n-1/b.yaml': 'resources:\n  - type: directory\n    path: /srv\n' }, 'n-1');
     expect(same.ok && same.declaration.resources).toEqual([{ type: 'directory', path: '/srv' }]);
