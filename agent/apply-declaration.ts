@@ -31,7 +31,7 @@ export async function applyDeclaration(host: { config: { node: string }; store: 
   dropUndeclaredTriggers(host.store, resources);
   results.push(...[...readErrors].map(([id, error]) => ({ id, result: 'failed' as const, error: `cannot read current state: ${error}` })));
   const failed = results.filter((r) => r.result === 'failed').length;
-  const changed = results.filter((r) => !['unchanged', 'failed', 'skipped'].includes(r.result)).length;
+  const changed = results.filter((r) => !['unchanged', 'failed', 'skipped', 'dropped'].includes(r.result)).length;
   const counts = { changed, drift: results.filter((r) => r.drift).length, failed, unchanged: results.filter((r) => r.result === 'unchanged').length };
   return { kind: 'reconcile', commit, digest, outcome: failed > 0 ? 'failed' : 'applied', errors: [], resources: results, counts, facts };
 }

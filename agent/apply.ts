@@ -150,6 +150,8 @@ async function applyStep(step: Step, now: Observed, prior: Prior | Error | undef
   if (step.action === 'remove') {
     const note = await handlerForType(step.record.type).remove(step.record, ctx);
     store.drop(step.id);
+    // Never verified (its change failed or was cut off): the host had no such resource, only a change it did not finish, now undone.
+    if (step.record.state === 'intent') return { id: step.id, result: 'dropped', changes: [note ?? 'its change never completed: undone, and no longer declared'] };
     return { id: step.id, result: step.record.prior?.existed ? 'restored' : 'removed', ...(note ? { changes: [note] } : {}) };
   }
   const handler = handlerFor(step.resource);

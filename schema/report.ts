@@ -13,9 +13,10 @@ export const ResourceResult = z.strictObject({
   id: z.string(),
   /**
    * unchanged: read back and in sync; created/updated/removed/restored: changed and read back; unverified: changed but
-   * could not be read back here; released: no longer owned and left as it is (what was there before mesh is not known).
+   * could not be read back here; released: no longer owned and left as it is (what was there before mesh is not known);
+   * dropped: no longer declared, and never applied (its change had failed or was cut off): no change.
    */
-  result: z.enum(['unchanged', 'created', 'updated', 'removed', 'restored', 'released', 'failed', 'unverified', 'skipped']),
+  result: z.enum(['unchanged', 'created', 'updated', 'removed', 'restored', 'released', 'failed', 'unverified', 'skipped', 'dropped']),
   drift: z.boolean().optional(),
   changes: z.array(z.string()).optional(),
   error: z.string().optional(),

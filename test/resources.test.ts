@@ -145,6 +145,18 @@ describe('file', () => {
   });
 });
 
+describe('a resource that failed and is then dropped', () => {
+  it('is reported as dropped, not removed, and counts no change', async () => {
+    const root = machine();
+    const failed = await apply(root, '  - type: file\n    path: /srv/missing/app.conf\n    content: "x\\n"\n');
+    expect(lineOf(failed.body, 'file:/srv/missing/app.conf')).toMatchObject({ result: 'failed' });
+    const dropped = await apply(root, NOTHING);
+    expect(dropped.code).toBe(0);
+    expect(dropped.body.resources).toEqual([{ id: 'file:/srv/missing/app.conf', result: 'dropped', changes: ['its change never completed: undone, and no longer declared'] }]);
+    expect(dropped.body.counts).toMatchObject({ changed: 0, failed: 0 });
+  });
+});
+
 describe('directory', () => {
   const dir = (path: string, extra = '') => `  - type: directory\n    path: ${path}\n${extra}`;
 
