@@ -30,6 +30,12 @@ export function loadYaml<S extends z.ZodType>(text: string, file: string, schema
   }
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines, uniqueKeys: true, prettyErrors: false, strict: true });
+  // Bytes that are not UTF-8 reach here as U+FFFD: said at their place, never written on as replacement characters.
+  const broken = text.indexOf('\uFFFD');
+  if (broken >= 0) {
+    const at = lines.linePos(broken);
+    return { ok: false, problems: [{ file, line: at.line, col: at.col, message: `${file} is not UTF-8 text here (a byte that is not UTF-8, or U+FFFD): save it as UTF-8; mesh writes text files only, so binary content belongs in a package` }] };
+  }
   const syntax = [...doc.errors, ...doc.warnings].map((e) => {
     const at = lines.linePos(e.pos[0]);
     const message = e.code === 'DUPLICATE_KEY' ? `duplicate key (${e.message.split('\n')[0]})` : e.message.split('\n')[0]!;

@@ -37,7 +37,7 @@ export const FileResource = z
   .strictObject({
     type: z.literal('file'),
     path: absolutePath,
-    content: z.string().optional(),
+    content: z.string().refine((c) => !c.includes('\0'), { message: 'content holds a NUL byte: mesh writes text files only, so binary content belongs in a package' }).optional(),
     source: z.string().min(1).optional(),
     /** Render the body (content or the source file) as a Liquid template; short fields are always rendered. */
     template: z.boolean().optional(),

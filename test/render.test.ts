@@ -116,6 +116,16 @@ describe('render: groups, variables, roles with parameters, templates and facts'
     ]);
   });
 
+  it('bytes that are not UTF-8, and NUL bytes, are refused at their place: mesh writes text files only', async () => {
+    const base = { 'nodes/n-1/node.yaml': '' };
+    const broken = await render({ ...base, 'nodes/n-1/a.yaml': 'resources:\n  - type: file\n    path: /etc/x\n    content: "caf\uFFFD"\n' }, 'n-1');
+    expect(!broken.ok && broken.problems.map((p) => `${p.file}:${p.line}:${p.col}: ${p.message.split(' (')[0]}`)).toEqual(['nodes/n-1/a.yaml:4:18: nodes/n-1/a.yaml is not UTF-8 text here']);
+    const nul = await render({ ...base, 'nodes/n-1/a.yaml': 'resources:\n  - type: file\n    path: /etc/x\n    content: "a\\0b"\n' }, 'n-1');
+    expect(!nul.ok && nul.problems.map((p) => `${p.line}:${p.col}: ${p.message.split(':')[1]}`)).toEqual(['4:14:  content holds a NUL byte']);
+    const source = await render({ ...base, 'nodes/n-1/a.yaml': 'resources:\n  - type: file\n    path: /etc/x\n    source: blob.bin\n', 'nodes/n-1/blob.bin': '\u007fELF\u0000\u0001' }, 'n-1');
+    expect(!source.ok && source.problems.map((p) => `${p.line}:${p.col}: ${p.message.split(' (')[0]}`)).toEqual(['4:13: source blob.bin is not UTF-8 text']);
+  });
+
   it('the same resource twice is one when identical, and an error naming both places when not', async () => {
     const same = await render({ 'nodes/n-1/node.yaml': '', 'nodes/a.yaml': 'resources:\n  - type: directory\n    path: /srv\n', 'nodes/n-1/b.yaml': 'resources:\n  - type: directory\n    path: /srv\n' }, 'n-1');
     expect(same.ok && same.declaration.resources).toEqual([{ type: 'directory', path: '/srv' }]);

@@ -163,6 +163,10 @@ async function withSource(pass: Pass, resource: Resource, dir: string, file: str
     return null;
   }
   pass.files.push(source!);
+  if (body.includes('\uFFFD') || body.includes('\0')) {
+    pass.problems.push({ file, ...positionIn(text, ['resources', i, 'source']), message: `source ${rest.source} is not UTF-8 text (a NUL byte or a byte that is not UTF-8): mesh writes text files only, so binary content belongs in a package` });
+    return null;
+  }
   let content = body;
   if ((resource as { template?: boolean }).template === true && isTemplate(body)) {
     const rendered = renderTemplate(body, scope, source!, (line, col) => ({ line, col }));
