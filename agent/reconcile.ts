@@ -16,7 +16,8 @@
  *   briefing failed at enrolment (ineligible), get the empty declaration instead of theirs:
  *   the host removes what it owns and every report says why.
  * load: read nodes/<node>/ at that commit and validate all of it; a declaration with any
- *   problem applies nothing, and the report names every problem with file:line:column.
+ *   problem applies nothing, and the report names every problem with file:line:column, while
+ *   the last declaration applied is still enforced (keepLastGood).
  *   The rendered declaration is cached (declaration-cache.ts): when every file it read reads
  *   the same, with the same facts and host build, it is not parsed or rendered again.
  * observe → plan → apply (apply-declaration.ts): read every declared resource, decide in a
@@ -76,6 +77,7 @@ export async function reconcile(host: Host, opts: { heartbeatMs: number }): Prom
   if (commit !== null) {
     const assignment = await assign(host, withDeclarationCache(host.repo.tree(commit), join(host.paths.stateDir, 'declaration-cache.json')));
     body = labelled(assignment, await applyDeclaration(host, assignment.tree, commit, assignment.opts));
+    if (body.digest === null && body.errors.some((e) => e.code === 'E_INVALID')) body = await keepLastGood(host, commit, body);
   }
   body = sealed(gate, body);
   if (commit !== null && (body.outcome === 'applied' || body.outcome === 'retired')) {
@@ -132,6 +134,26 @@ async function assign(host: Host, tree: TreeReader): Promise<Assignment> {
     errors.push({ code: 'E_NOT_ASSIGNABLE', message: `${place.dir}/ declares resources (${names}), but ${node} is ${as}: none are applied` });
   }
   return { as, tree: EMPTY, errors, opts };
+}
+
+/**
+ * A declaration that does not validate applies nothing of itself; the host goes on enforcing the
+ * last declaration it applied (drift on it is corrected), and the report says both: the errors of
+ * the new commit, and what the last good one did this pass.
+ */
+async function keepLastGood(host: Host, commit: string, body: ReportBody): Promise<ReportBody> {
+  const last = host.store.data.lastApplied;
+  if (!last || last.commit === commit) return body;
+  try {
+    const assignment = await assign(host, host.repo.tree(last.commit));
+    const kept = labelled(assignment, await applyDeclaration(host, assignment.tree, last.commit, assignment.opts));
+    const counts = kept.counts ?? { changed: 0, failed: 0 };
+    const note = { code: 'E_KEPT_LAST_GOOD', message: `${commit.slice(0, 12)} does not validate, so nothing of it is applied; the last good declaration (${last.commit.slice(0, 12)}) is still enforced: ${counts.changed} changed, ${counts.failed} failed` };
+    return { ...body, errors: [...body.errors, note], resources: kept.resources, ...(kept.counts ? { counts: kept.counts } : {}) };
+  } catch (e) {
+    host.log.warn({ err: messageOf(e), commit: last.commit }, 'cannot enforce the last good declaration');
+    return body;
+  }
 }
 
 /** The empty declaration's result said as what it is: retired or ineligible (a failure stays a failure). */

@@ -146,17 +146,20 @@ describe('the fleet language: groups, variables, templates and roles with parame
     expect(existsSync(join(roots.get('db-1')!, 'etc/motd'))).toBe(false);
   });
 
-  it('a template error is reported at its file, line and column, and the host applies nothing', async () => {
+  it('a template error is reported at its file, line and column; the host applies nothing of it and keeps enforcing the last good declaration', async () => {
     await fleet.commit({ 'nodes/web/app.yaml': app.replace('{{ vars.port }}\n      workers', '{{ vars.prot }}\n      workers') }, 'a typo');
     const validate = await cli(fleet.checkout, 'validate');
     expect(validate.code).toBe(1);
     expect(validate.stdout + validate.stderr).toContain('nodes/web/app.yaml:14:17: unknown variable vars.prot');
     const before = file('web-1', 'etc/app/app.ini');
+    // Drift on the last good declaration is still corrected while the new commit does not validate.
+    writeFileSync(join(roots.get('web-1')!, 'etc/app/app.ini'), 'edited by hand\n');
     await hostCmd(roots.get('web-1')!, 'run', '--once');
     expect(file('web-1', 'etc/app/app.ini')).toBe(before);
     await git(fleet.checkout, 'fetch', '--quiet', 'origin', '+refs/heads/reports/*:refs/remotes/origin/reports/*');
     const report = JSON.parse(await git(fleet.checkout, 'show', 'origin/reports/web-1:status.json')) as { outcome: string; errors: Array<{ file?: string; line?: number; col?: number; message: string }> };
     expect(report.outcome).toBe('failed');
     expect(report.errors[0]).toMatchObject({ file: 'nodes/web/app.yaml', line: 14, col: 17 });
+    expect(report.errors.at(-1)).toMatchObject({ code: 'E_KEPT_LAST_GOOD', message: expect.stringMatching(/^[0-9a-f]{12} does not validate, so nothing of it is applied; the last good declaration \([0-9a-f]{12}\) is still enforced: 2 changed, 0 failed$/) }); // app.ini restored, and reload-app ran after it
   });
 });
