@@ -7,7 +7,7 @@
  */
 import { Command } from 'commander';
 import { parseDuration } from '../core/duration.js';
-import { exitWith, throwUsageErrors } from '../core/exit.js';
+import { EXIT, exitWith, throwUsageErrors } from '../core/exit.js';
 import { processRunner } from './exec.js';
 import { faultsFrom } from './fault.js';
 import type { HostContext, Loaders } from './resources/handler.js';
@@ -39,8 +39,11 @@ withRoot(program.command('enrol').description('join the fleet with a one-time to
   .action(async (o: { tokenFile: string; root: string; json?: boolean }) => {
     const { enrol } = await import('./commands/enrol.js');
     const result = await enrol(o.tokenFile, context(o.root));
+    const refused = result.briefing.filter((l) => !l.ok).map((l) => `${l.check}: ${l.detail}`);
     if (o.json) console.log(JSON.stringify(result));
+    else if (result.outcome === 'ineligible') console.log(`enrolled as ${result.node} (generation ${result.generation}) with ${result.url}, but INELIGIBLE: it applies nothing here (${refused.join('; ')})\nnode key: ${result.nodeKey}\nfirst report: ${result.report}`);
     else console.log(`enrolled as ${result.node} (generation ${result.generation}) with ${result.url}\nnode key: ${result.nodeKey}\nfirst report: ${result.report}`);
+    if (result.outcome === 'ineligible') process.exitCode = EXIT.failed; // joined, but nothing will be applied: a script must not read that as done
   });
 
 withRoot(program.command('run').description('the reconcile loop'))
@@ -53,7 +56,7 @@ withRoot(program.command('run').description('the reconcile loop'))
     const stop = new AbortController();
     for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => stop.abort());
     const last = await run(context(o.root), log, { once: Boolean(o.once), intervalMs: o.interval, heartbeatMs: o.heartbeat, onPass: (p) => printPass(p, Boolean(o.json)), probationMs: parseProbation(env.probation) }, stop.signal);
-    if (o.once && last && (last.report.outcome === 'failed' || last.report.outcome === 'untrusted' || !last.sent || last.disconnected)) process.exitCode = 1;
+    if (o.once && last && (['failed', 'untrusted', 'ineligible'].includes(last.report.outcome) || !last.sent || last.disconnected)) process.exitCode = EXIT.failed;
   });
 
 withRoot(program.command('apply').description('one pass from a local folder of declaration files (no git, no report)'))

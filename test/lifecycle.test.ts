@@ -124,7 +124,7 @@ describe('enrolment', () => {
     await fleet.commit({ 'nodes/db-1/base.yaml': 'resources:\n  - type: file\n    path: /etc/db.conf\n    content: "x\\n"\n' }, 'db-1');
     const root = newMachine(join(fleet.dir, 'machines', 'db-1'));
     const enrolled = await host(root, 'enrol', '--token-file', await token(fleet, 'db-1'));
-    expect(enrolled.code, enrolled.stderr).toBe(0);
+    expect(enrolled.code, enrolled.stderr).toBe(1); // joined, but it will apply nothing
     expect(enrolled.body.outcome).toBe('ineligible');
     expect(enrolled.body.briefing.filter((l: { ok: boolean }) => !l.ok)).toEqual([
       { check: 'package manager present', ok: false, detail: `no dpkg database under ${root} (var/lib/dpkg/status is missing): mesh cannot manage packages here` },
@@ -135,7 +135,7 @@ describe('enrolment', () => {
     const before = snapshot(root);
     for (let pass = 0; pass < 2; pass++) {
       const run = await host(root, 'run', '--once');
-      expect(run.code, run.stderr).toBe(0);
+      expect(run.code, run.stderr).toBe(1); // applied nothing: a script must not read it as done
       expect(run.body).toMatchObject({ outcome: 'ineligible', resources: [], owned: [] });
       expect(run.body.errors).toEqual([
         { code: 'E_INELIGIBLE', message: why },
