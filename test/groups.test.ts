@@ -179,7 +179,7 @@ describe('mesh-cli serve and status find a node in a group', { timeout: 60_000 }
     expect(unknown).toEqual(['db-1', 'solo-1', 'web-1', 'web-2']);
     expect(nodes.map((n: { node: string }) => n.node)).toEqual(['db-1', 'solo-1', 'web-1', 'web-2', 'web-3']);
     expect(nodes.find((n: { node: string }) => n.node === 'web-3')).toMatchObject({ outcome: 'enrolled', signature: 'valid', generation: 1 });
-    expect(summary).toMatch(/^5 nodes: 1 enrolled, 4 no report/);
+    expect(summary).toMatch(/^5 nodes: 1 enrolled, 4 never enrolled/);
     const history = await cli(fleet.checkout, 'status', '--node', 'web-3', '--json', '--no-fetch');
     expect(history.code, history.stderr).toBe(0);
     expect(JSON.parse(history.stdout)).toMatchObject({ node: 'web-3', entries: [{ signature: 'valid', outcome: 'enrolled' }] });

@@ -326,7 +326,7 @@ describe('re-enrolment, retire and revoke', () => {
     expect(identity).toMatch(/^previous:\n {2}- generation: 1\n {4}publicKey: ssh-ed25519 /m);
     await git(fleet.checkout, 'push', '--quiet');
 
-    expect(await statusRow(fleet, 'old-1')).toMatchObject({ signature: 'revoked', outcome: null });
+    expect(await statusRow(fleet, 'old-1')).toMatchObject({ signature: 'revoked', outcome: null, lastContact: expect.stringMatching(/^\d{4}-/) }); // its last contact is kept
     const stale = await hostCmd(root, 'run', '--once');
     expect(stale.code).toBe(2);
     expect(stale.stderr).toContain('its identity was revoked, so it applies and reports nothing more');

@@ -167,7 +167,9 @@ describe('bad declarations apply nothing', () => {
     const run = await hostCmd(root, 'run', '--once', '--json');
     expect(run.code).toBe(1);
     const report = JSON.parse(run.stdout);
-    expect(report).toMatchObject({ outcome: 'failed', commit, resources: [] });
+    // Nothing of the broken commit is applied; the last good declaration is still enforced (and in sync).
+    expect(report).toMatchObject({ outcome: 'failed', commit, resources: [{ id: 'file:/etc/issue', result: 'unchanged' }] });
+    expect(report.errors.at(-1)).toMatchObject({ code: 'E_KEPT_LAST_GOOD' });
     const errors = report.errors.map((e: { file: string; line: number; col: number; message: string }) => `${e.file}:${e.line}:${e.col}: ${e.message}`);
     expect(errors.some((e: string) => where.test(e)), errors.join('\n')).toBe(true);
     expect(snapshot(root)).toEqual(before);

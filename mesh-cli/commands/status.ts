@@ -49,7 +49,8 @@ export async function fleetStatus(fleet: Fleet, opts: { fetch: boolean }): Promi
     const failures = t ? failureLines(t) : [];
     return {
       node,
-      lastContact: t?.observedAt ?? null,
+      // A revoked node's last report was its own (an earlier generation's): its last contact is still known.
+      lastContact: t?.observedAt ?? (verified.signature === 'revoked' ? (r?.observedAt ?? null) : null),
       commit: t?.commit ?? null,
       outcome: t?.outcome ?? null,
       hostVersion: t?.hostVersion ?? null,
@@ -80,8 +81,9 @@ export function formatStatus(rows: NodeStatus[], now: Date): string {
   const table = [['NODE', 'LAST CONTACT', 'COMMIT', 'OUTCOME', 'HOST', 'SIGNATURE']];
   for (const r of rows) {
     const contact = r.lastContact ? `${r.lastContact.slice(0, 19)}Z (${age(now.getTime() - Date.parse(r.lastContact))} ago)` : r.claimed ? 'unknown' : 'never';
-    const outcome = r.outcome ?? (r.claimed ? `(claims ${r.claimed.outcome}, unverified)` : 'no report');
-    const signature = r.chain === 'ok' ? r.signature : `${r.signature}, chain ${r.chain}`;
+    const never = r.signature === 'missing' && !r.claimed;
+    const outcome = r.outcome ?? (r.signature === 'revoked' ? 'revoked' : r.claimed ? `(claims ${r.claimed.outcome}, unverified)` : 'never enrolled');
+    const signature = never ? '-' : r.chain === 'ok' ? r.signature : `${r.signature}, chain ${r.chain}`;
     table.push([r.node, contact, r.commit?.slice(0, 12) ?? '-', outcome, r.hostVersion ?? '-', signature]);
   }
   const widths = table[0]!.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
@@ -101,7 +103,9 @@ export function summarize(rows: NodeStatus[], mainTip: string | null, mainBranch
   const outcomes = ['applied', 'failed', 'untrusted', 'enrolled', 'ineligible', 'retired'] as const;
   const parts = outcomes.map((o) => [count((r) => r.outcome === o), o] as const).filter(([n]) => n > 0).map(([n, o]) => `${n} ${o}`);
   const none = count((r) => r.outcome === null && r.signature === 'missing');
-  if (none) parts.push(`${none} no report`);
+  if (none) parts.push(`${none} never enrolled`);
+  const revoked = count((r) => r.signature === 'revoked');
+  if (revoked) parts.push(`${revoked} revoked`);
   const notes = [parts.join(', ') || 'no reports'];
   const bad = count((r) => r.signature === 'invalid' || r.signature === 'revoked');
   if (bad) notes.push(`${bad} with a report whose signature is not valid`);
