@@ -160,6 +160,9 @@ describe('the fleet language: groups, variables, templates and roles with parame
     const report = JSON.parse(await git(fleet.checkout, 'show', 'origin/reports/web-1:status.json')) as { outcome: string; errors: Array<{ file?: string; line?: number; col?: number; message: string }> };
     expect(report.outcome).toBe('failed');
     expect(report.errors[0]).toMatchObject({ file: 'nodes/web/app.yaml', line: 14, col: 17 });
+    // The drift that pass corrected shows in status.
+    const table = await cli(fleet.checkout, 'status');
+    expect(table.stdout, table.stdout).toMatch(/^web-1 .* failed \(1 drift corrected\) /m);
     expect(report.errors.at(-1)).toMatchObject({ code: 'E_KEPT_LAST_GOOD', message: expect.stringMatching(/^[0-9a-f]{12} does not validate, so nothing of it is applied; the last good declaration \([0-9a-f]{12}\) is still enforced: 2 changed, 0 failed$/) }); // app.ini restored, and reload-app ran after it
   });
 });

@@ -58,6 +58,7 @@ export async function fleetStatus(fleet: Fleet, opts: { fetch: boolean }): Promi
       generation: t?.generation ?? null,
       sequence: t?.sequence ?? null,
       eligible: eligibility(t).eligible,
+      ...(t?.counts?.drift ? { drift: t.counts.drift } : {}),
       ...(verified.reason ? { reason: verified.reason } : {}),
       ...(failures.length ? { errors: failures } : {}),
       ...(r && !t ? { claimed: { lastContact: r.observedAt, commit: r.commit, outcome: r.outcome } } : {}),
@@ -82,7 +83,7 @@ export function formatStatus(rows: NodeStatus[], now: Date): string {
   for (const r of rows) {
     const contact = r.lastContact ? `${r.lastContact.slice(0, 19)}Z (${age(now.getTime() - Date.parse(r.lastContact))} ago)` : r.claimed ? 'unknown' : 'never';
     const never = r.signature === 'missing' && !r.claimed;
-    const outcome = r.outcome ?? (r.signature === 'revoked' ? 'revoked' : r.claimed ? `(claims ${r.claimed.outcome}, unverified)` : 'never enrolled');
+    const outcome = r.outcome ? `${r.outcome}${r.drift ? ` (${r.drift} drift corrected)` : ''}` : (r.signature === 'revoked' ? 'revoked' : r.claimed ? `(claims ${r.claimed.outcome}, unverified)` : 'never enrolled');
     const signature = never ? '-' : r.chain === 'ok' ? r.signature : `${r.signature}, chain ${r.chain}`;
     table.push([r.node, contact, r.commit?.slice(0, 12) ?? '-', outcome, r.hostVersion ?? '-', signature]);
   }
@@ -91,7 +92,7 @@ export function formatStatus(rows: NodeStatus[], now: Date): string {
   const lines = table.map((row, i) => row.map((c, j) => c.padEnd(widths[j]!)).join('  ').trimEnd() + unchecked(i));
   for (const r of rows) {
     if (r.chain !== 'ok') lines.push(`${r.node}: chain ${r.chain}: ${CHAIN_NOTES[r.chain]}`);
-    if (r.reason && r.signature !== 'valid') lines.push(`${r.node}: signature ${r.signature}: ${r.reason}`);
+    if (r.reason && r.signature !== 'valid' && !(r.signature === 'missing' && !r.claimed)) lines.push(`${r.node}: signature ${r.signature}: ${r.reason}`);
     if (r.signature === 'valid') for (const e of r.errors ?? []) lines.push(`${r.node}: ${e}`);
   }
   return lines.join('\n');

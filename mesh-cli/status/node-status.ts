@@ -18,6 +18,8 @@ export interface NodeStatus {
   sequence: number | null;
   /** false when the last valid report says the node may not be given resources; null without one. */
   eligible: boolean | null;
+  /** Resources the last pass found changed on the machine and put back (drift), when there were any. */
+  drift?: number;
   reason?: string;
   errors?: string[];
   /** What a report whose signature is not valid claims; never shown as the node's state. */
