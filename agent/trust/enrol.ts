@@ -11,7 +11,8 @@ import type { LastReport } from '../briefing.js';
 import { MeshError } from '../../core/errors.js';
 import type { HostPaths } from '../paths.js';
 import type { Store } from '../store/store.js';
-import { keysOfLines, readTrust, trustPath, type TrustState } from './state.js';
+import { keysOfLines, type TrustState } from '../../core/trust/state.js';
+import { readTrust, trustPath } from './state.js';
 import { verifyReport } from '../../core/report/verify.js';
 
 /** The trust state to write at enrolment (recovering the store's last applied commit too, when the store is new). */
