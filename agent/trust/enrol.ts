@@ -78,7 +78,9 @@ export async function checkTokenSigners(token: TokenFile, gitdir: string, tree: 
 
 /** What a refused push of the enrolment report means, as an error that says what to do; null for any other error. */
 export function enrolmentRefused(e: unknown, token: TokenFile): MeshError | null {
-  if (!(e instanceof MeshError) || e.code !== 'E_PUSH_REJECTED') return null;
+  // The server answered and refused the ref (isomorphic-git's GitPushError): not a network fault.
+  const refused = e instanceof MeshError && (e.code === 'E_PUSH_REJECTED' || (e.cause as { code?: unknown } | undefined)?.code === 'GitPushError');
+  if (!refused) return null;
   return new MeshError(
     'E_TOKEN_USED',
     `the fleet server refused the enrolment report of ${token.node} (${e.message}): the token of ${token.node} generation ${token.generation} was already used to enrol a machine (the server keeps that record where the report branch cannot undo it), or the report broke a limit of the server (its log says which). ` +
