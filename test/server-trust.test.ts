@@ -9,7 +9,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { cli, createFleet, git, gitIn, hostCmd, newMachine, signingKey, type TestFleet } from './helpers/fleet.js';
 
@@ -84,6 +84,7 @@ describe('the server takes node identities only from a main that passes the host
     const enrolled = await hostCmd(root, 'enrol', '--token-file', web1.file);
     expect(enrolled.code, enrolled.stderr).toBe(0);
   });
+  afterEach(restoreMain);
 
   it('an unsigned push that rewrites node.yaml\'s credential lets no one in and locks no one out', async () => {
     expect([await asNode('web-1', web1.password), await asNode('web-1', 'stolen')]).toEqual([200, 401]);
@@ -94,13 +95,11 @@ describe('the server takes node identities only from a main that passes the host
     expect(run.stderr + run.stdout).not.toMatch(/revoked|E_CREDENTIAL_REFUSED/);
     expect((JSON.parse(run.stdout) as { outcome: string }).outcome).toBe('untrusted');
     expect(fleet.server.stderr()).toMatch(/main's tip is not trusted; node identities stay as on the last trusted main: .*not signed/);
-    await restoreMain();
   });
 
   it('a push signed by a key the fleet does not trust changes no credential either', async () => {
     await attackNodeYaml('web-1', (id) => { id.credential = { sha256: sha256('stolen') }; }, [...as('mallory'), '-c', 'gpg.format=ssh', '-c', `user.signingkey=${mallory}`, '-c', 'commit.gpgsign=true']);
     expect([await asNode('web-1', web1.password), await asNode('web-1', 'stolen')]).toEqual([200, 401]);
-    await restoreMain();
   });
 
   it('a force-push of a main from before `revoke` brings no revoked credential back', async () => {
