@@ -201,4 +201,19 @@ describe('the server caps what a node may push', { timeout: 120_000 }, () => {
     const fine = await pushReport('web-5', web5.password, { 'status.json': '{}\n' });
     expect(fine.code).toBe(0);
   });
+
+  it('status reads no report file over 1 MiB: the report shows invalid with the reason', async () => {
+    // Written into the repository directly, as a server without mesh-cli serve's cap could hold it.
+    const dir = mkdtempSync(join(fleet.dir, 'big-report-'));
+    await git(dir, 'init', '--quiet');
+    writeFileSync(join(dir, 'status.json'), `{"pad": "${'x'.repeat(3 * 1024 * 1024)}"}\n`);
+    writeFileSync(join(dir, 'status.json.sig'), 'not a signature\n');
+    await git(dir, 'add', '-A');
+    await git(dir, ...unsigned, 'commit', '--quiet', '-m', 'report');
+    await git(dir, 'push', '--quiet', '--force', join(fleet.server.data, 'fleet.git'), 'HEAD:refs/heads/reports/web-6');
+    await issue('web-6');
+    const status = await cli(fleet.checkout, 'status', '--json');
+    const rows = (JSON.parse(status.stdout) as { nodes: Array<{ node: string; signature: string; reason?: string }> }).nodes;
+    expect(rows.find((r) => r.node === 'web-6')).toMatchObject({ signature: 'invalid', reason: 'status.json does not parse: status.json is 3145740 bytes, over the 1048576 bytes read of a report: not read' });
+  });
 });
