@@ -9,9 +9,10 @@
  * credential, and lookups keep answering from the last trusted main. One check runs per new tip
  * of main; the answer is cached by the tip.
  */
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import type { TreeReader } from '../../core/declaration/declaration.js';
+import { MeshError } from '../../core/errors.js';
 import { checkTip, fleetTrust, type Ancestry, type TipSource } from '../../core/trust/check.js';
 import { TrustState } from '../../core/trust/state.js';
 import { catFileBatch, gitBytes, git, type CatFileBatch } from '../git.js';
@@ -131,16 +132,31 @@ function readState(file: string): TrustState | null {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
-  } catch {
-    return null;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw e;
   }
-  const parsed = TrustState.safeParse(JSON.parse(text));
-  if (!parsed.success) throw new Error(`${file} cannot be read: ${parsed.error.issues[0]?.message}`);
-  return parsed.data;
+  let parsed: ReturnType<typeof TrustState.safeParse> | null = null;
+  try {
+    parsed = TrustState.safeParse(JSON.parse(text));
+  } catch {
+    // not JSON: refused below
+  }
+  if (parsed?.success) return parsed.data;
+  // Refuse to guess: no node is let in until a person looks (moving the file away walks main again from its root).
+  throw new MeshError('E_SERVER_TRUST_UNREADABLE', `${file} cannot be read (${parsed ? parsed.error.issues[0]?.message : 'not JSON'}): restore it, or move it away to have the server walk main again from its root commit`);
 }
 
+/** Write the state durably: a temporary file, fsync, rename. */
 function writeState(file: string, state: TrustState): void {
-  mkdirSync(join(file, '..'), { recursive: true, mode: 0o700 });
-  writeFileSync(`${file}.tmp`, JSON.stringify(state, null, 1) + '\n', { mode: 0o600 });
-  renameSync(`${file}.tmp`, file);
+  mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+  const tmp = `${file}.tmp`;
+  const fd = openSync(tmp, 'w', 0o600);
+  try {
+    writeSync(fd, JSON.stringify(state, null, 1) + '\n');
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, file);
 }
