@@ -22,19 +22,27 @@ export const MAX_REPORT_FILE = 1024 * 1024;
 const PRE_RECEIVE = `#!/bin/sh
 # Written by mesh-cli serve at every start: who may push what (docs/security.md).
 max_file=${MAX_REPORT_FILE}
-main=$(git symbolic-ref -q HEAD)
 status=0
 
-# The new report commits of a node's push: none holds a file over max_file; an enrolment uses the token.
+# The new report commits of a node's push: none holds a file over max_file; an enrolment uses the
+# token. Few processes per commit (rev-list, ls-tree, cat-file): a node pushes at every pass.
 node_push() {
   enrolment=no
   for c in $(git rev-list "$1" --not --all); do
-    big=$(git ls-tree -r -l "$c" | awk -v max="$max_file" '$4 != "-" && $4 > max { print $5 " (" $4 " bytes)"; exit }')
+    big=
+    while read -r _mode _type _oid size path; do
+      if [ "$size" != - ] && [ "$size" -gt "$max_file" ]; then big="$path ($size bytes)"; break; fi
+    done <<EOF
+$(git ls-tree -r -l "$c")
+EOF
     if [ -n "$big" ]; then
       echo "mesh: report $c of $REMOTE_USER holds $big, over the limit of $max_file bytes per file; the push is refused" >&2
       return 1
     fi
-    if git cat-file blob "$c:status.json" 2>/dev/null | head -c 65536 | grep -q '^  "kind": "enrolment"'; then enrolment=yes; fi
+    case "$(git cat-file blob "$c:status.json" 2>/dev/null)" in
+      *'
+  "kind": "enrolment"'*) enrolment=yes ;;
+    esac
   done
   [ "$enrolment" = yes ] || return 0
   generation=$(git config mesh.generation)
@@ -55,7 +63,7 @@ while read -r old new ref; do
   case "$new" in *[!0]*) deleting=no ;; *) deleting=yes ;; esac
   case "$MESH_ROLE" in
     operator)
-      if [ "$deleting" = yes ] && [ "$ref" = "$main" ]; then
+      if [ "$deleting" = yes ] && [ "$ref" = "$(git symbolic-ref -q HEAD)" ]; then
         echo "mesh: $ref is the fleet's main branch; it cannot be deleted" >&2
         status=1
       fi ;;
