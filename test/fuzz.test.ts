@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../core/errors.js';
 import { commitHeaders, parseCommitObject, trailers } from '../core/git/commit.js';
 import { encodePrivateKey, generateKeyPair, publicKeyOf, signSsh, sshPublicKey } from '../core/sign/sshsig.js';
-import { verifyCommit } from '../agent/trust/check.js';
+import { verifyCommit } from '../core/trust/check.js';
 import { loadYamlOrThrow } from '../core/load.js';
 import { DeclarationFile } from '../schema/declaration.js';
 import { MeshConfig, NodeIdentity } from '../schema/fleet.js';

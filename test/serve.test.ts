@@ -219,8 +219,11 @@ describe('mesh-cli serve: a node authenticates against main as it is now', { tim
     await settle();
     expect(fs.existsSync(loose)).toBe(false);
     expect(await f.statuses()).toEqual([401, 200]);
-    // Back to the first commit, packed again: HEAD and the (absent) loose ref look as before; only packed-refs changed.
-    await inBare('update-ref', 'refs/heads/main', f.first);
+    // On to a third commit that lets "one" in again, packed again: HEAD and the (absent) loose ref look as before; only packed-refs changed.
+    // (Going back to the first commit would be a rollback, which serve refuses: test/server-trust.test.ts.)
+    const third = await commitIdentity(f.root, f.work, 'one');
+    await gitBin(f.root, f.work, 'push', '--quiet', f.bare, 'main:next');
+    await inBare('update-ref', 'refs/heads/main', third);
     await inBare('pack-refs', '--all');
     await settle();
     expect(fs.existsSync(loose)).toBe(false);
@@ -256,7 +259,8 @@ describe('mesh-cli serve: a node authenticates against main as it is now', { tim
     const f = await nodeFleet(true);
     await settle();
     for (let i = 0; i < 5; i++) expect(await f.statuses()).toEqual([200, 401]);
-    expect(f.gitCommands()).toEqual(['--exec-path', 'rev-parse', 'ls-tree', 'cat-file']);
+    // One trust check of main at the first request (its root commit, then the objects it reads), then the identity's lookup.
+    expect(f.gitCommands()).toEqual(['--exec-path', 'rev-parse', 'rev-list', 'cat-file', 'ls-tree', 'cat-file']);
   });
 });
 

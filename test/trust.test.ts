@@ -13,8 +13,8 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
-import { verifyCommit } from '../agent/trust/check.js';
-import { keysOfLines } from '../agent/trust/state.js';
+import { verifyCommit } from '../core/trust/check.js';
+import { keysOfLines } from '../core/trust/state.js';
 import { cli, createFleet, git, gitIn, hostCmd, runProgram, signingKey, startServer, type TestFleet } from './helpers/fleet.js';
 import { snapshot } from './helpers/snapshot.js';
 

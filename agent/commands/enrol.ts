@@ -28,7 +28,7 @@ import { MeshError } from '../../core/errors.js';
 import { fleetHttp } from '../fleet/http.js';
 import { openFleetRepo, type FleetRepo } from '../fleet/git.js';
 import { collectInventory } from '../inventory.js';
-import { enrolmentTrust, tokenRefused } from '../trust/enrol.js';
+import { checkTokenSigners, enrolmentRefused, enrolmentTrust, tokenRefused } from '../trust/enrol.js';
 import { acquireLock } from '../lock.js';
 import { hostPaths, type HostPaths } from '../paths.js';
 import { collectProfile } from '../profile.js';
@@ -107,7 +107,9 @@ async function enrolLocked(token: TokenFile, tokenFile: string, paths: HostPaths
   const outcome = briefingOutcome(briefing);
   const body = { kind: 'enrolment' as const, commit: main, digest: null, outcome, errors: ineligibleErrors(failed), resources: [], trust: trust.mode, lastApplied: trust.anchor?.commit ?? null, facts: collectFacts(paths.root), profile: collectProfile(paths.root), inventory, briefing };
   const oid = await recordReport(repo, store, buildReport(config, store, body, ctx.now()), nodeKeys.privateKey);
-  await sendReports(repo, store, token.node);
+  await sendReports(repo, store, token.node).catch((e: unknown) => {
+    throw enrolmentRefused(e, token) ?? e;
+  });
 
   writeNodeKey(paths, nodeKeys.privateKey);
   if (token.credential) writeCredential(paths, token.credential);
@@ -134,6 +136,7 @@ async function readMain(gitdir: string, http: HttpClient, token: TokenFile, now:
   try {
     const repo = await openFleetRepo(gitdir, token.url, http);
     const main = await repo.fetch(token.mainBranch);
+    await checkTokenSigners(token, gitdir, (c) => repo.tree(c), main, now);
     const place = await findNode(repo.tree(main), token.node);
     const identity = await currentIdentity(repo, main, token, now, place?.dir ?? nodeDir(token.node));
     const loaded = await loadDeclaration(repo.tree(main), token.node, { facts, ...(place ? { place } : {}) });

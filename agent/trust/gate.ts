@@ -1,17 +1,18 @@
 /**
- * The trust stage of a pass (reconcile.ts): the tip that contact found is checked (trust/check.ts)
+ * The trust stage of a pass (reconcile.ts): the tip that contact found is checked (core/trust/check.ts)
  * before anything reads from it. An accepted tip becomes the anchor; a refused one is reported
  * as `untrusted`, and the host keeps reconciling the last commit it accepted, so drift is still
  * corrected while whoever pushed the refused commit gets nothing from it. Also here: what a
  * refused credential (HTTP 401 from the fleet server) means to the host.
  */
 import type { Report, Signer } from '../../schema/report.js';
-import { readCommitBytes } from '../ancestry.js';
+import { descendsDeepening, readCommitBytes } from '../ancestry.js';
 import { MeshError } from '../../core/errors.js';
+import { checkTip, type Refusal, type TipSource } from '../../core/trust/check.js';
+import { keysOfLines, type TrustState } from '../../core/trust/state.js';
 import type { Host } from '../host.js';
 import type { ReportBody } from '../report.js';
-import { checkTip, type Refusal } from './check.js';
-import { keysOfLines, readTrust, writeTrust, type TrustState } from './state.js';
+import { readTrust, writeTrust } from './state.js';
 
 export interface Gate {
   /** The commit to reconcile: the tip when it was accepted, else the last accepted commit (null: none yet). */
@@ -27,8 +28,7 @@ export interface Gate {
 /** Check `tip` against the host's trust state, advancing the state when it is accepted. */
 export async function trustStage(host: Host, tip: string): Promise<Gate> {
   const state = readTrust(host.paths, () => initialTrust(host));
-  const src = { gitdir: host.paths.gitdir, tree: (c: string) => host.repo.tree(c), deepen: (depth: number) => host.repo.deepen(host.config.mainBranch, depth) };
-  const verdict = await checkTip(src, state, tip, host.ctx.now());
+  const verdict = await checkTip(hostSource(host), state, tip, host.ctx.now());
   if (verdict.ok) {
     if (JSON.stringify(verdict.state) !== JSON.stringify(state)) writeTrust(host.paths, verdict.state);
     return { commit: tip, tip, signer: verdict.signer, mode: verdict.state.mode, lastApplied: tip };
@@ -37,6 +37,13 @@ export async function trustStage(host: Host, tip: string): Promise<Gate> {
   host.log.warn({ commit: tip, code: refusal.code }, refusal.message);
   const anchor = state.anchor && (await readCommitBytes(host.paths.gitdir, state.anchor.commit)) ? state.anchor : null;
   return { commit: anchor?.commit ?? null, tip, refusal, signer: anchor?.signer ?? null, mode: state.mode, lastApplied: state.anchor?.commit ?? null };
+}
+
+/** The host's objects as the checker reads them: its local store, deepened from the fleet when ancestry is unknown. */
+function hostSource(host: Host): TipSource {
+  const gitdir = host.paths.gitdir;
+  const deepen = (depth: number) => host.repo.deepen(host.config.mainBranch, depth);
+  return { readCommit: (oid) => readCommitBytes(gitdir, oid), tree: (c) => host.repo.tree(c), descends: (oid, ancestor) => descendsDeepening(gitdir, oid, ancestor, deepen) };
 }
 
 /** The trust state of a host that has none on disk: the token's signers, and the store's last applied commit as the anchor. */

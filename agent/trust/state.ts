@@ -8,35 +8,14 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import * as z from 'zod';
-import { Signer } from '../../schema/report.js';
 import { writeFileAtomic } from '../atomic.js';
 import { MeshError } from '../../core/errors.js';
+import { TrustState } from '../../core/trust/state.js';
 import type { HostPaths } from '../paths.js';
-
-export const TrustedKey = z.strictObject({ name: z.string().nullable(), key: z.string() });
-export type TrustedKey = z.infer<typeof TrustedKey>;
-
-export const TrustState = z.strictObject({
-  format: z.literal(1),
-  mode: z.enum(['signed', 'none']),
-  signers: z.array(TrustedKey),
-  /** The last commit accepted and reconciled, and who signed it (null: unsigned, under `trust: none`). */
-  anchor: z.strictObject({ commit: z.string(), signer: Signer.nullable(), at: z.string() }).nullable(),
-});
-export type TrustState = z.infer<typeof TrustState>;
 
 /** Where the trust state of the host at `paths` lives. */
 export function trustPath(paths: HostPaths): string {
   return join(paths.stateDir, 'trust.json');
-}
-
-/** "ssh-ed25519 AAAA... [name]" lines (the token's `signers`) as trusted keys. */
-export function keysOfLines(lines: string[]): TrustedKey[] {
-  return lines.map((line) => {
-    const [type, b64, ...name] = line.trim().split(/\s+/);
-    return { key: `${type} ${b64}`, name: name.length > 0 ? name.join(' ') : null };
-  });
 }
 
 /** The trust state, or `initial` when the host has none yet; an unreadable file is an error a person must look at. */

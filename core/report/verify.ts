@@ -27,8 +27,18 @@ export function verifyReport(node: string, statusText: string | null, sigText: s
   return { ...verifyClaims(node, statusText, sigText, parsed.value, identity, memo), report: parsed.value };
 }
 
+/**
+ * What a reader puts in place of a report file it would not read whole (over its cap): the text
+ * starts with a NUL, which no report can, and says why; parseReport refuses it with that reason.
+ */
+export function oversizedText(file: string, size: number, limit: number): string {
+  return `${OVERSIZED}${file} is ${size} bytes, over the ${limit} bytes read of a report: not read`;
+}
+const OVERSIZED = '\0oversized: ';
+
 /** status.json as JSON checked by the schema; the YAML loader (slow, with line and column) only to say what is wrong. */
 export function parseReport(node: string, text: string): Loaded<Report> {
+  if (text.startsWith(OVERSIZED)) return { ok: false, problems: [{ file: `reports/${node}:status.json`, line: 1, col: 1, message: text.slice(OVERSIZED.length) }] };
   try {
     const fast = Report.safeParse(JSON.parse(text));
     if (fast.success) return { ok: true, value: fast.data };

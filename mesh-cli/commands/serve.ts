@@ -14,6 +14,7 @@ import { startGitServer, type Authorizer } from '../server/git-http.js';
 import { hooksDir, installHooks } from '../server/hooks.js';
 import { meshAuthorizer } from '../server/mesh-auth.js';
 import { ensureOperators, operatorsFile } from '../server/operators.js';
+import type { TrustLog } from '../server/trusted-main.js';
 
 interface ServeOptions {
   data?: string;
@@ -50,7 +51,8 @@ async function serve(opts: ServeOptions): Promise<void> {
   const stopped = new Promise<NodeJS.Signals>((resolve) => { onSignal = resolve; });
   process.on('SIGINT', onSignal).on('SIGTERM', onSignal);
   try {
-    const access = await accessControl(opts.data, Boolean(opts.open));
+    const untrusted = (repo: string, tip: string, code: string, message: string) => logger.warn({ repo, tip, code }, `main's tip is not trusted; node identities stay as on the last trusted main: ${message}`);
+    const access = await accessControl(opts.data, Boolean(opts.open), untrusted);
     const server = await startGitServer({
       data: opts.data,
       host: opts.host,
@@ -69,12 +71,12 @@ async function serve(opts: ServeOptions): Promise<void> {
 }
 
 /** The Authorizer (none when open) and what to tell the person who started the server. */
-async function accessControl(data: string, open: boolean): Promise<{ authorize?: Authorizer; notice: (url: string) => string }> {
+async function accessControl(data: string, open: boolean, untrusted: TrustLog): Promise<{ authorize?: Authorizer; notice: (url: string) => string }> {
   if (open) return { notice: () => 'mesh-cli serve: --open: no authentication; anyone who can connect may read and push every repository\n' };
   const real = await checkedDir(data, 'data');
   const file = operatorsFile(real);
   return {
-    authorize: meshAuthorizer(real, installHooks(hooksDir(real))),
+    authorize: meshAuthorizer(real, installHooks(hooksDir(real)), untrusted),
     notice: (url) => {
       const secret = ensureOperators(real);
       if (secret === null) return `mesh-cli serve: operators from ${file}; nodes authenticate with the credential of their token\n`;

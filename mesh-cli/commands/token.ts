@@ -25,6 +25,14 @@ import { placeOfNode } from '../layout.js';
 import { workingTree } from '../tree.js';
 import { newSecret, passwordHash } from '../server/operators.js';
 
+/**
+ * Names a node may not have: the server's operator (whose name a node's login would collide
+ * with), the branch words (main, HEAD in any case, reports, refs) and the server's routes
+ * (packages, info, objects, the git services). NODE_NAME already refuses upper case, so HEAD is
+ * listed as `head`.
+ */
+export const RESERVED_NODE_NAMES = ['operator', 'anonymous', 'main', 'master', 'head', 'reports', 'refs', 'heads', 'packages', 'info', 'objects', 'git-upload-pack', 'git-receive-pack', 'mesh'];
+
 export interface IssuedToken {
   token: TokenFile;
   text: string;
@@ -34,6 +42,9 @@ export interface IssuedToken {
 /** Issue a token for `node` in `fleet`: a new node goes in the group `group` (a path of group names, e.g. web/eu), an existing one stays where it is. */
 export async function issueToken(fleet: Fleet, node: string, opts: { url?: string; expiresMs: number; now: Date; credential?: boolean; group?: string }): Promise<IssuedToken> {
   if (!NODE_NAME.test(node)) throw new MeshError('E_BAD_NODE', `'${node}' is not a valid node name: use lower-case letters, digits and -, at most 63 characters`);
+  if (RESERVED_NODE_NAMES.includes(node)) {
+    throw new MeshError('E_RESERVED_NODE', `'${node}' is a reserved name (${RESERVED_NODE_NAMES.join(', ')}): a node so named could never log in to the fleet server or would be mistaken for a branch or a route of it; choose another name`);
+  }
   const url = withoutCredentials(opts.url ?? (await fleetUrl(fleet)));
   const password = opts.credential === false ? null : newSecret();
   const found = await readIdentity(fleet, node);

@@ -68,12 +68,12 @@ export function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
 }
 
 /**
- * Answer one request by running `program` as a CGI script. Both bodies are streamed: the request
+ * Answer one request by running `program` as a CGI script; what git's hooks refused is handed to `onRefusal`. Both bodies are streamed: the request
  * is piped into the child's stdin and its stdout into the response, so no pack is held in memory.
  * stdin is always a pipe from this server, so a dead server means EOF (and EPIPE on stdout) for git.
  */
 export function runCgi(program: string, env: NodeJS.ProcessEnv, req: IncomingMessage, res: ServerResponse,
-  onFailure: (message: string) => void): CgiRun {
+  onFailure: (message: string) => void, onRefusal: (message: string) => void = () => {}): CgiRun {
   const child = spawnGitProgram(program, env);
   child.stdin.on('error', () => {}); // EPIPE: git stopped reading (it answers with an error itself)
   req.pipe(child.stdin);
@@ -100,8 +100,11 @@ export function runCgi(program: string, env: NodeJS.ProcessEnv, req: IncomingMes
       resolve();
     });
     child.on('close', (code, signal) => {
-      if (code === 0 && headed) res.end();
-      else {
+      if (code === 0 && headed) {
+        res.end();
+        // What the pre-receive hook refused (hooks.ts: lines "mesh: …"), for whoever runs the server.
+        for (const line of stderr.split('\n')) if (line.startsWith('mesh: ')) onRefusal(line);
+      } else {
         onFailure(`git http-backend exited with ${signal ?? code}: ${stderr.trim().slice(0, 500)}`);
         if (!res.headersSent) res.writeHead(502, { 'Content-Type': 'text/plain' }).end('git http-backend failed\n');
         else res.destroy(); // a truncated answer must look broken, not complete

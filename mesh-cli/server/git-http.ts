@@ -55,7 +55,8 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
     seen.user = verdict.user;
     if (closing) return plain(res, 503, 'the server is shutting down'); // close() waits only for children it saw
     const env = cgiEnv({ projectRoot: data, ...r, user: verdict.user, ...(verdict.role ? { role: verdict.role } : {}), gitConfig: verdict.gitConfig ?? [] }, req);
-    const run = runCgi(backend, env, req, res, (message) => log('git http-backend failed', { path: r.pathInfo, message }));
+    const run = runCgi(backend, env, req, res, (message) => log('git http-backend failed', { path: r.pathInfo, message }),
+      (message) => log('push refused', { path: r.pathInfo, user: verdict.user, message }));
     runs.add(run);
     void run.done.then(() => runs.delete(run));
   };

@@ -5,19 +5,65 @@
  * push only its own report branch, refs/heads/reports/<node> (non-fast-forward allowed, since
  * a heartbeat replaces the heartbeat before it), and delete nothing; an operator may push
  * anything except deleting the fleet's main branch (HEAD), which every host polls.
+ *
+ * A node's push is also read: no file of a report may be larger than MAX_REPORT_FILE, and an
+ * enrolment report uses its token. The first enrolment of a (node, generation) is recorded in
+ * the data folder (`mkdir`, so two at once cannot both win), where the token's credential
+ * cannot undo it; a second one is refused as "already used", whatever the report branch holds.
+ * The generation and the record's folder come from the server (git config mesh.generation,
+ * mesh.enrolments), which read them from the trusted main.
  */
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
+/** The largest file a report commit may hold (status.json, its signature): 1 MiB; a host's report is a few kB. */
+export const MAX_REPORT_FILE = 1024 * 1024;
+
 const PRE_RECEIVE = `#!/bin/sh
 # Written by mesh-cli serve at every start: who may push what (docs/security.md).
-main=$(git symbolic-ref -q HEAD)
+max_file=${MAX_REPORT_FILE}
 status=0
+
+# The new report commits of a node's push: none holds a file over max_file; an enrolment uses the
+# token. Few processes per commit (rev-list, ls-tree, cat-file): a node pushes at every pass.
+node_push() {
+  enrolment=no
+  for c in $(git rev-list "$1" --not --all); do
+    big=
+    while read -r _mode _type _oid size path; do
+      if [ "$size" != - ] && [ "$size" -gt "$max_file" ]; then big="$path ($size bytes)"; break; fi
+    done <<EOF
+$(git ls-tree -r -l "$c")
+EOF
+    if [ -n "$big" ]; then
+      echo "mesh: report $c of $REMOTE_USER holds $big, over the limit of $max_file bytes per file; the push is refused" >&2
+      return 1
+    fi
+    case "$(git cat-file blob "$c:status.json" 2>/dev/null)" in
+      *'
+  "kind": "enrolment"'*) enrolment=yes ;;
+    esac
+  done
+  [ "$enrolment" = yes ] || return 0
+  generation=$(git config mesh.generation)
+  records=$(git config mesh.enrolments)
+  if [ -z "$generation" ] || [ -z "$records" ]; then
+    echo "mesh: enrolment of $REMOTE_USER refused: the server did not say which generation its credential is" >&2
+    return 1
+  fi
+  mkdir -p "$records"
+  if ! mkdir "$records/$REMOTE_USER.$generation" 2>/dev/null; then
+    echo "mesh: the token of $REMOTE_USER generation $generation was already used: it enrolled a machine at $(cat "$records/$REMOTE_USER.$generation/at" 2>/dev/null || echo 'an earlier time'). A token enrols one machine once; issue a new one with 'mesh-cli token issue $REMOTE_USER'" >&2
+    return 1
+  fi
+  date -u +%Y-%m-%dT%H:%M:%SZ > "$records/$REMOTE_USER.$generation/at"
+}
+
 while read -r old new ref; do
   case "$new" in *[!0]*) deleting=no ;; *) deleting=yes ;; esac
   case "$MESH_ROLE" in
     operator)
-      if [ "$deleting" = yes ] && [ "$ref" = "$main" ]; then
+      if [ "$deleting" = yes ] && [ "$ref" = "$(git symbolic-ref -q HEAD)" ]; then
         echo "mesh: $ref is the fleet's main branch; it cannot be deleted" >&2
         status=1
       fi ;;
@@ -28,6 +74,8 @@ while read -r old new ref; do
       elif [ "$deleting" = yes ]; then
         echo "mesh: node $REMOTE_USER may not delete its report branch" >&2
         status=1
+      else
+        node_push "$new" || status=1
       fi ;;
     *)
       echo "mesh: push refused: the request has no role" >&2
@@ -44,6 +92,11 @@ export function installHooks(dir: string): string {
   writeFileSync(file, PRE_RECEIVE, { mode: 0o755 });
   chmodSync(file, 0o755);
   return dir;
+}
+
+/** Where the server records the enrolments of repository `repo` in the data folder `data`. */
+export function enrolmentsDir(data: string, repo: string): string {
+  return join(data, '.mesh-enrolments', repo.replace(/\.git$/, ''));
 }
 
 /** Where the hooks of the data folder `data` live. */

@@ -1,7 +1,9 @@
 /**
  * Who may do what on `mesh-cli serve`. An operator (DATA/operators) may read and push; a node
  * authenticates as itself with the credential its token carried, checked against the sha256
- * that the node's node.yaml names on the main branch of the repository it asks for, wherever the
+ * that the node's node.yaml names on the newest trusted commit of main (trusted-main.ts: signed
+ * as the hosts require; an unsigned or foreign-signed push to main changes no credential) of the
+ * repository it asks for, wherever the
  * node sits under nodes/ (one `git ls-tree` of nodes/ per commit of main finds them all; a name
  * in two folders is refused, as `validate` explains). The
  * identity is read from git at every change of main (cached by main's commit), so a pushed
@@ -15,7 +17,9 @@ import { join } from 'node:path';
 import { NODE_NAME, NodeIdentity } from '../../schema/fleet.js';
 import { loadYaml } from '../../core/load.js';
 import type { Authorizer, AuthResult } from './auth.js';
+import { enrolmentsDir } from './hooks.js';
 import { mainStamp } from './main-stamp.js';
+import { TrustedMain, type TrustLog } from './trusted-main.js';
 import { matchesHash, Operators, operatorsFile } from './operators.js';
 import { REPORT_REFS, reportRef } from '../../core/report/branch.js';
 import { git as runGit } from '../git.js';
@@ -23,21 +27,28 @@ import { nodeYamls } from '../layout.js';
 
 const REFUSED: AuthResult = { ok: false, status: 401, message: 'mesh: authentication failed: use an operator credential or the node credential from its token' };
 
-/** The Authorizer for the bare repositories in `data`, with git hooks from `hooksDir`. */
-export function meshAuthorizer(data: string, hooksDir: string): Authorizer {
+/** The Authorizer for the bare repositories in `data`, with git hooks from `hooksDir`; a refused tip of main is told to `log`. */
+export function meshAuthorizer(data: string, hooksDir: string, log?: TrustLog): Authorizer {
   const operators = new Operators(operatorsFile(data));
-  const identities = new IdentityCache(data);
+  const identities = new IdentityCache(data, new TrustedMain(data, log));
   const hooks: Array<[string, string]> = [['core.hooksPath', hooksDir]];
   return async ({ user, password, repo }) => {
     if (user === null || password === null || user === '') return REFUSED;
     const operator = operators.check(user, password);
-    if (operator === 'ok') return { ok: true, user, role: 'operator', gitConfig: hooks };
+    if (operator === 'ok') return { ok: true, user, role: 'operator', gitConfig: [...hooks, ['receive.maxInputSize', String(MAX_OPERATOR_PUSH)]] };
     if (operator === 'bad' || !NODE_NAME.test(user)) return REFUSED;
-    const hash = (await identities.get(repo, user))?.credential?.sha256;
+    const identity = await identities.get(repo, user);
+    const hash = identity?.credential?.sha256;
     if (hash === undefined || !matchesHash(password, hash)) return REFUSED;
-    return { ok: true, user, role: 'node', gitConfig: [...hooks, ...nodeRefs(user)] };
+    const enrolment: Array<[string, string]> = [['mesh.generation', String(identity!.generation)], ['mesh.enrolments', enrolmentsDir(data, repo)]];
+    return { ok: true, user, role: 'node', gitConfig: [...hooks, ...nodeRefs(user), ['receive.maxInputSize', String(MAX_NODE_PUSH)], ...enrolment] };
   };
 }
+
+/** The largest pack a node may push: its queued reports, each file at most MAX_REPORT_FILE (hooks.ts). */
+export const MAX_NODE_PUSH = 16 * 1024 * 1024;
+/** The largest pack an operator may push (the fleet repository's files). */
+export const MAX_OPERATOR_PUSH = 1024 * 1024 * 1024;
 
 /** Per-node config: advertise main and the node's own report branch, not the other nodes' (hideRefs: later entries win). */
 export function nodeRefs(node: string): Array<[string, string]> {
@@ -47,9 +58,11 @@ export function nodeRefs(node: string): Array<[string, string]> {
   ]);
 }
 
-/** The node identities read at one commit of main. */
+/** The node identities read at the trusted commit of one tip of main. */
 interface IdentitiesAtMain {
   main: string;
+  /** The newest trusted commit of main when its tip is `main`, where identities are read (null: none trusted). */
+  trusted: string | null;
   /** mainStamp() taken before git was asked for `main`; null: ask again at the next request. */
   stamp: string | null;
   nodes: Map<string, NodeIdentity | null>;
@@ -57,20 +70,21 @@ interface IdentitiesAtMain {
   places?: Promise<Map<string, string | null>>;
 }
 
-/** Node identities read from the main branch (HEAD) of each repository, cached per commit of main (itself cached by mainStamp()). */
+/** Node identities read from the trusted main (HEAD) of each repository, cached per commit of main (itself cached by mainStamp()). */
 class IdentityCache {
   private readonly repos = new Map<string, IdentitiesAtMain>();
 
-  constructor(private readonly data: string) {}
+  constructor(private readonly data: string, private readonly trust: TrustedMain) {}
 
   async get(repo: string, node: string): Promise<NodeIdentity | null> {
     const dir = join(this.data, repo);
     const cached = await this.atMain(repo, dir);
-    if (cached === null) return null;
+    if (cached?.trusted == null) return null;
+    const trusted = cached.trusted;
     if (!cached.nodes.has(node)) {
-      cached.places ??= nodePlaces(dir, cached.main);
+      cached.places ??= nodePlaces(dir, trusted);
       const file = (await cached.places).get(node);
-      cached.nodes.set(node, file ? await readIdentity(dir, cached.main, node, file) : null);
+      cached.nodes.set(node, file ? await readIdentity(dir, trusted, node, file) : null);
     }
     return cached.nodes.get(node) ?? null;
   }
@@ -82,7 +96,14 @@ class IdentityCache {
     if (stamp !== null && cached?.stamp === stamp) return cached;
     const main = await git(dir, ['rev-parse', '--verify', '--quiet', 'HEAD^{commit}']);
     if (!main) return null;
-    const entry: IdentitiesAtMain = cached?.main === main ? { ...cached, stamp } : { main, stamp, nodes: new Map() };
+    if (cached?.main === main) {
+      const entry = { ...cached, stamp };
+      this.repos.set(repo, entry);
+      return entry;
+    }
+    const trusted = await this.trust.trusted(repo, main);
+    const same = cached !== undefined && cached.trusted === trusted;
+    const entry: IdentitiesAtMain = same ? { ...cached, main, stamp } : { main, trusted, stamp, nodes: new Map() };
     this.repos.set(repo, entry);
     return entry;
   }

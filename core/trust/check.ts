@@ -1,7 +1,8 @@
 /**
- * Whether the host may use a tip of main: the checks `git verify-commit` makes with an
- * allowed_signers file (an SSH signature, namespace "git", by a trusted key), and that the tip
- * descends from the last commit the host accepted (never backwards). The trusted keys change
+ * Whether a tip of main may be used: the same check for a host (agent/trust/gate.ts) and for
+ * the fleet server (mesh-cli/server/trusted-main.ts). The checks `git verify-commit` makes with
+ * an allowed_signers file (an SSH signature, namespace "git", by a trusted key), and that the tip
+ * descends from the last commit accepted (never backwards). The trusted keys change
  * only through a commit that passes the check against the keys trusted before it; `trust: none`
  * takes effect the same way. An operator allows a rollback with a marker commit at the tip,
  * signed by a trusted key, whose message ends with `Mesh-Allow-Rollback: <last applied commit or any>`.
@@ -9,13 +10,12 @@
  * part of what the signature covers, so a server that replays an old `any` marker to a host that
  * has moved on since cannot roll it back again.
  */
-import { loadYaml } from '../../core/load.js';
+import { loadYaml } from '../load.js';
 import { MeshConfig } from '../../schema/fleet.js';
 import type { Signer } from '../../schema/report.js';
-import { descendsDeepening, readCommitBytes } from '../ancestry.js';
-import { parseCommitObject, trailers, type CommitObject } from '../../core/git/commit.js';
-import type { TreeReader } from '../../core/declaration/declaration.js';
-import { fingerprint, sameKey, verifySsh } from '../../core/sign/sshsig.js';
+import { parseCommitObject, trailers, type CommitObject } from '../git/commit.js';
+import type { TreeReader } from '../declaration/declaration.js';
+import { fingerprint, sameKey, verifySsh } from '../sign/sshsig.js';
 import { keysOfLines, type TrustedKey, type TrustState } from './state.js';
 
 export const ROLLBACK_TRAILER = 'Mesh-Allow-Rollback';
@@ -48,26 +48,32 @@ function verifyParsed(commit: CommitObject, keys: TrustedKey[]): CommitVerdict {
   return { ok: true, signer: { fingerprint: print, name: known.name } };
 }
 
-/** What the host reads to decide: its git dir, files of a commit, and a way to fetch more history. */
+/** Whether one commit is another or descends from it; `unknown` when the history at hand cannot tell. */
+export type Ancestry = 'yes' | 'no' | 'unknown';
+
+/** What the checker reads to decide: raw commits, the files of a commit, and ancestry (the host fetches more history to answer it). */
 export interface TipSource {
-  gitdir: string;
+  /** The raw content of commit `oid`, or null when it is not at hand (or not a commit). */
+  readCommit(oid: string): Promise<Uint8Array | null>;
   tree(commit: string): TreeReader;
-  deepen(depth: number): Promise<void>;
+  descends(oid: string, ancestor: string): Promise<Ancestry>;
+  /** At most this many commits are walked to follow a change of the signers (default 1000). */
+  walkLimit?: number;
 }
 
 export type TipVerdict = { ok: true; signer: Signer | null; state: TrustState } | ({ ok: false } & Refusal);
 
-/** Decide whether `tip` may be used, given the host's trust `state`; on success, the state after it. */
+/** Decide whether `tip` may be used, given the trust `state`; on success, the state after it. */
 export async function checkTip(src: TipSource, state: TrustState, tip: string, now: Date): Promise<TipVerdict> {
   const anchor = state.anchor;
   if (anchor?.commit === tip) return { ok: true, signer: anchor.signer, state };
-  const raw = await readCommitBytes(src.gitdir, tip);
+  const raw = await src.readCommit(tip);
   const parsed = raw === null ? null : parseCommitObject(raw);
   if (!parsed?.ok) return { ok: false, code: 'E_BAD_COMMIT', message: `${short(tip)} cannot be read from the local repository${parsed ? `: ${parsed.reason}` : ''}`, signer: null };
   const commit = parsed.commit;
   let verdict: CommitVerdict | null = state.mode === 'signed' ? verifyParsed(commit, state.signers) : null;
   if (anchor) {
-    const ancestry = await descendsDeepening(src.gitdir, tip, anchor.commit, src.deepen);
+    const ancestry = await src.descends(tip, anchor.commit);
     if (ancestry !== 'yes') {
       const values = trailers(commit.message, ROLLBACK_TRAILER);
       const stale = values.includes('any') && !committedSince(commit, anchor.at);
@@ -114,7 +120,7 @@ function rollback(tip: string, anchor: NonNullable<TrustState['anchor']>, ancest
 async function rotatedKeys(src: TipSource, state: TrustState, tip: string, anchor: string): Promise<TrustedKey[] | null> {
   const line: Array<{ oid: string; commit: CommitObject }> = [];
   for (let oid = tip; oid !== anchor; ) {
-    const raw = line.length < 1000 ? await readCommitBytes(src.gitdir, oid) : null;
+    const raw = line.length < (src.walkLimit ?? 1000) ? await src.readCommit(oid) : null;
     const parsed = raw === null ? null : parseCommitObject(raw);
     if (!parsed?.ok || parsed.commit.parents.length === 0) return null;
     line.unshift({ oid, commit: parsed.commit });
@@ -131,7 +137,7 @@ async function rotatedKeys(src: TipSource, state: TrustState, tip: string, ancho
 }
 
 /** mesh.yaml's trust settings at a commit, or null when it has none that can be read. */
-async function fleetTrust(tree: TreeReader): Promise<Pick<TrustState, 'mode' | 'signers'> | null> {
+export async function fleetTrust(tree: TreeReader): Promise<Pick<TrustState, 'mode' | 'signers'> | null> {
   const text = await tree.read('mesh.yaml').catch(() => null);
   if (text === null) return null;
   const loaded = loadYaml(text, 'mesh.yaml', MeshConfig);
