@@ -59,14 +59,14 @@ export async function openFleetRepo(gitdir: string, url: string, http: HttpClien
   const pushUrl = opts.pushUrl ?? url;
   recoverSwap(gitdir);
   let cache = {};
-  const fault = fs.existsSync(gitdir) && fs.readdirSync(gitdir).length > 0 ? await cacheFault(gitdir, cache) : 'none yet';
-  if (fault === null) await keepRemoteUrl(gitdir, url);
-  else {
-    const recovered = fault === 'none yet' ? null : moveAside(gitdir, fault);
+  const fresh = !fs.existsSync(gitdir) || fs.readdirSync(gitdir).length === 0;
+  const fault = fresh ? null : await cacheFault(gitdir, cache);
+  if (fresh || fault !== null) {
+    const aside = fault === null ? null : moveAside(gitdir, fault);
     cache = {};
     await init(gitdir, url);
-    if (recovered) rememberRecovery(gitdir, recovered.note, recovered.reports);
-  }
+    if (aside) rememberRecovery(gitdir, aside.note, aside.reports);
+  } else await keepRemoteUrl(gitdir, url);
   let retryAfter: number | null = null;
 
   const resolveOr = async (ref: string, dir = gitdir) => git.resolveRef({ fs, gitdir: dir, ref }).catch(() => null);

@@ -107,9 +107,11 @@ class PinnedAgent extends MeteredHttps {
     // No CA check (a pinned certificate is usually self-signed): the pin below is the whole check.
     const socket = this.track(tlsConnect({ ...(options as object), host, ...(servername ? { servername } : {}), rejectUnauthorized: false }));
     const fail = (e: Error) => callback?.(e, socket);
+    const stalled = () => socket.destroy(new Error('the TLS handshake timed out')); // before the handover, nobody else watches the socket
     socket.once('error', fail);
+    socket.once('timeout', stalled);
     socket.once('secureConnect', () => {
-      socket.off('error', fail);
+      socket.off('error', fail).off('timeout', stalled);
       const got = pinOfFingerprint(socket.getPeerCertificate().fingerprint256 ?? '');
       if (got === this.pin) return callback?.(null, socket);
       socket.destroy();
