@@ -83,32 +83,35 @@ export function setPendingAdoptions(gitdir: string, refs: string[]): void {
   else fs.writeFileSync(join(gitdir, ADOPT), refs.join('\n') + '\n');
 }
 
-/** Every pack must have its index, start as a pack, and end with the checksum its index names. */
+/** Every pack must have its index, start as a pack, and end with the checksum its index names (only heads and tails are read). */
 function packFault(gitdir: string): string | null {
   const dir = join(gitdir, 'objects/pack');
   const files = safe(() => fs.readdirSync(dir), [] as string[]);
   for (const idx of files.filter((f) => f.endsWith('.idx'))) {
     const name = idx.replace(/\.idx$/, '');
-    const index = fs.readFileSync(join(dir, idx));
-    if (index.length < 8 + 1024 + 40 || index.readUInt32BE(0) !== 0xff744f63) return `the pack index ${idx} is not one`;
-    const count = index.readUInt32BE(8 + 255 * 4);
-    if (index.length < 8 + 1024 + count * 28 + 40) return `the pack index ${idx} is truncated`;
+    const index = ends(join(dir, idx), 8 + 1024, 40);
+    if (index.size < 8 + 1024 + 40 || index.head.readUInt32BE(0) !== 0xff744f63) return `the pack index ${idx} is not one`;
+    if (index.size < 8 + 1024 + index.head.readUInt32BE(8 + 255 * 4) * 28 + 40) return `the pack index ${idx} is truncated`;
     if (!files.includes(`${name}.pack`)) return `the pack ${name}.pack is missing`;
-    const packFile = join(dir, `${name}.pack`);
-    const size = fs.statSync(packFile).size;
-    if (size < 32) return `the pack ${name}.pack is truncated`;
-    const fd = fs.openSync(packFile, 'r');
-    try {
-      const head = Buffer.alloc(4);
-      const tail = Buffer.alloc(20);
-      fs.readSync(fd, head, 0, 4, 0);
-      fs.readSync(fd, tail, 0, 20, size - 20);
-      if (head.toString('latin1') !== 'PACK' || !tail.equals(index.subarray(index.length - 40, index.length - 20))) return `the pack ${name}.pack is truncated or damaged`;
-    } finally {
-      fs.closeSync(fd);
-    }
+    const pack = ends(join(dir, `${name}.pack`), 4, 20);
+    if (pack.size < 32 || pack.head.toString('latin1') !== 'PACK' || !pack.tail.equals(index.tail.subarray(0, 20))) return `the pack ${name}.pack is truncated or damaged`;
   }
   return null;
+}
+
+/** The first `head` and last `tail` bytes of `file`, and its size. */
+function ends(file: string, head: number, tail: number): { size: number; head: Buffer; tail: Buffer } {
+  const fd = fs.openSync(file, 'r');
+  try {
+    const size = fs.fstatSync(fd).size;
+    const h = Buffer.alloc(Math.min(head, size));
+    const t = Buffer.alloc(Math.min(tail, size));
+    fs.readSync(fd, h, 0, h.length, 0);
+    fs.readSync(fd, t, 0, t.length, size - t.length);
+    return { size, head: h, tail: t };
+  } finally {
+    fs.closeSync(fd);
+  }
 }
 
 /** The first loose object that is an empty file (what a crash before the data reached the disk leaves), or null. */
