@@ -16,7 +16,12 @@ export const HostConfig = z.strictObject({
   format: z.literal(1),
   node: z.string(),
   generation: z.number().int().nonnegative(),
+  /** Where the host polls and fetches main (and pushes its reports, unless `pushUrl` says otherwise). Nothing in the git cache overrides it. */
   url: z.string(),
+  /** Where reports are pushed when `url` is a read-only mirror (set by hand). */
+  pushUrl: z.string().optional(),
+  /** For an https fleet: the SHA-256 of the server's certificate, from the token (the host trusts exactly that certificate). */
+  tlsPin: z.string().optional(),
   mainBranch: z.string(),
   nodeKey: z.string(),
   tokenKey: z.string(),

@@ -33,11 +33,12 @@ program
   .option('--signing-key <file>', 'the private SSH key (ed25519) that signs commits here; its public half is FILE.pub (default: ~/.ssh/id_ed25519, created when missing)')
   .option('--signer <name>', "the key's name in mesh.yaml signers (default: git's user.email)")
   .option('--example', 'also add the example fleet: groups web and db, two roles, variables at three levels (see its README)')
-  .action(async (dir: string, o: { name?: string; signingKey?: string; signer?: string; example?: boolean }) => {
+  .option('--remote <url>', "the fleet repo's URL, added as origin; a user:password in it goes to .git/mesh-credentials (0600, git's credential store), not into .git/config")
+  .action(async (dir: string, o: { name?: string; signingKey?: string; signer?: string; example?: boolean; remote?: string }) => {
     const { commit, key } = await initFleet(dir, o);
     console.log(`new fleet repo in ${dir} (commit ${commit.slice(0, 12)})`);
     console.log(`commits in it are signed with ${key.privateKeyFile}${key.created ? ' (created now)' : ''}; mesh.yaml trusts that key, and hosts apply only commits it signed`);
-    console.log('next: add a remote (git remote add origin URL), git push -u origin main, then mesh-cli token issue NODE');
+    console.log(o.remote ? 'next: git push -u origin main, then mesh-cli token issue NODE' : 'next: add a remote (git remote add origin URL), git push -u origin main, then mesh-cli token issue NODE');
   });
 
 serveCommand(program);

@@ -16,6 +16,8 @@ export const TokenFile = z.strictObject({
   /** mesh.yaml's `trust` when the token was issued: `none` lets the host start without checking signatures. */
   trust: z.enum(['signed', 'none']).default('signed'),
   mainBranch: z.string().min(1).default('main'),
+  /** For an https `url`: the SHA-256 of the server's certificate (64 hex digits); the host trusts exactly that certificate, without a CA. */
+  tlsPin: z.string().regex(/^[0-9a-f]{64}$/, { message: 'must be the SHA-256 of the certificate, 64 lower-case hex digits' }).optional(),
   /** The node's own git credential for `mesh-cli serve` (its sha256 is in node.yaml). */
   credential: z.strictObject({ username: z.string().min(1), password: z.string().min(1) }).optional(),
 });

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian tools mesh's tests use (the real git http-backend, ssh-keygen, dpkg,
-# apt-get, useradd, systemctl), only those that are missing. Needs root (or sudo).
+# apt-get, useradd, systemctl, openssl for the self-signed certificates of the https tests),
+# only those that are missing. Needs root (or sudo).
 set -euo pipefail
 declare -A provides=(
   [git]=git
@@ -10,6 +11,7 @@ declare -A provides=(
   [apt-get]=apt
   [useradd]=passwd
   [systemctl]=systemd
+  [openssl]=openssl
 )
 missing=()
 for tool in "${!provides[@]}"; do

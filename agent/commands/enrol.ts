@@ -67,7 +67,7 @@ async function enrolLocked(token: TokenFile, tokenFile: string, paths: HostPaths
   if (existing?.node === token.node && existing.generation >= token.generation) {
     throw new MeshError('E_TOKEN_USED', `this machine is already enrolled as ${existing.node} generation ${existing.generation}; the token (generation ${token.generation}) cannot be used again. Issue a new token to re-enrol`);
   }
-  const http = fleetHttp({ credential: token.credential });
+  const http = fleetHttp({ credential: token.credential, pin: token.tlsPin });
   const { main, identity, declared } = await readMain(paths.gitdir + '.enrol', http, token, ctx.now(), collectFacts(paths.root)).catch((e: unknown) => {
     throw tokenRefused(e, token) ?? e;
   });
@@ -97,6 +97,7 @@ async function enrolLocked(token: TokenFile, tokenFile: string, paths: HostPaths
     tokenKey: sshPublicKey(publicKeyOf(tokenKey)),
     vouch: signSsh(vouchPayload(token.node, token.generation, nodeKey), tokenKey, VOUCH_NAMESPACE),
     signers: token.signers,
+    ...(token.tlsPin ? { tlsPin: token.tlsPin } : {}),
     enrolledAt: ctx.now().toISOString(),
     ineligible: failed,
   };

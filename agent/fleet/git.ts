@@ -4,6 +4,8 @@
  * moved (shallow the first time, incremental after), reads only nodes/<node>/ from the
  * object store without a checkout, and pushes its own report branch. A heartbeat replaces
  * the heartbeat before it, and the local repository is renewed before it grows too large.
+ * Every URL comes from the caller (the host's config), never from the cache's .git/config; a fetch
+ * cut off mid-transfer moves no ref (fetch.ts), and an unreadable cache is started afresh (cache.ts).
  */
 import * as fs from 'node:fs';
 import git, { Errors, type HttpClient } from 'isomorphic-git';
@@ -11,6 +13,8 @@ import type { TreeReader } from '../../core/declaration/declaration.js';
 import { MeshError, messageOf } from '../../core/errors.js';
 import { heartbeatMessage } from '../../core/report/branch.js';
 import { isHeartbeat, replacement } from './heartbeat.js';
+import { cacheFault, forgetRecovery, moveAside, pendingAdoptions, recoveryNote, rememberRecovery, setPendingAdoptions } from './cache.js';
+import { fetchBranch, readable } from './fetch.js';
 import { lsRefs } from './ls-refs.js';
 import { treeReader } from './tree.js';
 import { outgoing, pushOne } from './push.js';
@@ -42,6 +46,8 @@ export interface FleetRepo {
   retryAfterMs(): number | null;
   /** Fetch `depth` more commits of `branch`'s history behind the shallow boundary (trust/check.ts: to decide ancestry). */
   deepen(branch: string, depth: number): Promise<void>;
+  /** When the local repository was found unreadable and started afresh (cache.ts), what happened; null once a report said so. */
+  recovered(): string | null;
 }
 
 /**
@@ -52,8 +58,15 @@ export async function openFleetRepo(gitdir: string, url: string, http: HttpClien
   const upkeep = opts.upkeep ?? DEFAULT_UPKEEP;
   const pushUrl = opts.pushUrl ?? url;
   recoverSwap(gitdir);
-  if (!fs.existsSync(`${gitdir}/HEAD`)) await init(gitdir, url);
   let cache = {};
+  const fresh = !fs.existsSync(gitdir) || fs.readdirSync(gitdir).length === 0;
+  const fault = fresh ? null : await cacheFault(gitdir, cache);
+  if (fresh || fault !== null) {
+    const aside = fault === null ? null : moveAside(gitdir, fault);
+    cache = {};
+    await init(gitdir, url);
+    if (aside) rememberRecovery(gitdir, aside.note, aside.reports);
+  } else await keepRemoteUrl(gitdir, url);
   let retryAfter: number | null = null;
 
   const resolveOr = async (ref: string, dir = gitdir) => git.resolveRef({ fs, gitdir: dir, ref }).catch(() => null);
@@ -75,14 +88,14 @@ export async function openFleetRepo(gitdir: string, url: string, http: HttpClien
    * Returns the fetched tip, or null when the server has no such branch.
    */
   const fetchInto = async (dir: string, branch: string, depth?: number) => {
-    const result = await network('fetch', () =>
-      git.fetch({ fs, http, gitdir: dir, cache, remote: 'origin', ref: branch, singleBranch: true, tags: false, ...(depth ? { depth } : {}) }).catch((e) => {
-        if (e instanceof Errors.NotFoundError) return { fetchHead: null };
-        throw e;
-      }),
-    );
-    if (result.fetchHead) await git.writeRef({ fs, gitdir: dir, ref: `refs/heads/${branch}`, value: result.fetchHead, force: true });
-    return result.fetchHead ?? null;
+    const tip = await network('fetch', () => fetchBranch({ gitdir: dir, http, url, branch, cache, ...(depth ? { depth } : {}) }));
+    if (tip) await git.writeRef({ fs, gitdir: dir, ref: `refs/heads/${branch}`, value: tip, force: true });
+    return tip;
+  };
+  /** The tip of `branch` as last fetched, when its commit is here: a ref whose objects never arrived counts as not fetched. */
+  const fetchedTip = async (branch: string) => {
+    const tip = await resolveOr(`refs/remotes/origin/${branch}`);
+    return tip && (await readable(gitdir, tip, cache)) ? tip : null;
   };
   /** Past the upkeep threshold, with every report sent: main (and `also`) shallow and each report branch's tip and parent, into a fresh git dir. */
   const renew = async (also?: string) => {
@@ -97,23 +110,23 @@ export async function openFleetRepo(gitdir: string, url: string, http: HttpClien
 
   /** isomorphic-git's push: asks for the server's refs first, then sends what they lack. */
   const slowPush = async (ref: string, force: boolean) => {
-    const result = await network('push', () => git.push({ fs, http, gitdir, cache, url: pushUrl, ref, remoteRef: ref, force }));
+    const result = await network('push', () => git.push({ fs, http, gitdir, cache, url: pushUrl, corsProxy: '', ref, remoteRef: ref, force }));
     const status = result.refs[ref];
     if (!result.ok || (status && !status.ok)) {
       throw new MeshError('E_PUSH_REJECTED', `the server refused the report push to ${ref}: ${status?.error ?? result.error ?? 'unknown reason'}`, { next: 'retry' });
     }
   };
 
-  return {
+  const repo: FleetRepo = {
     poll: (branch) => serverTip(`refs/heads/${branch}`),
     async fetch(branch) {
       const renewed = await renew(branch).catch(() => false); // a failed renewal leaves the old repository: fetch into it
-      const first = !renewed && (await resolveOr(`refs/remotes/origin/${branch}`)) === null;
+      const first = !renewed && (await fetchedTip(branch)) === null;
       const tip = renewed ? await resolveOr(`refs/remotes/origin/${branch}`) : await fetchInto(gitdir, branch, first ? 1 : undefined);
       if (!tip) throw new MeshError('E_NO_MAIN', `the fleet repo ${url} has no branch ${branch}`, { next: 'wait' });
       return tip;
     },
-    fetched: (branch) => resolveOr(`refs/remotes/origin/${branch}`),
+    fetched: (branch) => fetchedTip(branch),
     local: (ref) => resolveOr(ref),
     tree: (commit) => treeReader(gitdir, commit, () => cache),
     async commit(ref, files, message, onSign, opts = {}) {
@@ -151,19 +164,35 @@ export async function openFleetRepo(gitdir: string, url: string, http: HttpClien
         if (quick === 'ok') await git.writeRef({ fs, gitdir, ref: tracking, value: tip, force: true });
         else await slowPush(ref, force);
       }
+      forgetRecovery(gitdir); // the report that said so is delivered
       await pruneReplaced(gitdir, tip);
       await renew().catch(() => false); // upkeep: the report is already delivered
     },
     retryAfterMs: () => retryAfter,
     async deepen(branch, depth) {
-      await network('fetch', () => git.fetch({ fs, http, gitdir, cache, remote: 'origin', ref: branch, singleBranch: true, tags: false, depth, relative: true }));
+      await network('fetch', () => fetchBranch({ gitdir, http, url, branch, cache, depth, relative: true }));
     },
+    recovered: () => recoveryNote(gitdir),
   };
+  // The report branches of a cache that was moved aside, from the server (retried at the next open while it cannot be reached).
+  const pending = pendingAdoptions(gitdir);
+  if (pending.length > 0) {
+    const left: string[] = [];
+    for (const ref of pending) await repo.adopt(ref).catch(() => left.push(ref));
+    setPendingAdoptions(gitdir, left);
+  }
+  return repo;
 }
 
 async function init(gitdir: string, url: string): Promise<void> {
   await git.init({ fs, gitdir, bare: true, defaultBranch: 'main' });
   await git.addRemote({ fs, gitdir, remote: 'origin', url, force: true });
+}
+
+/** The cache's remote names the configured URL (nothing reads it to fetch; a person looking at the cache sees the truth). */
+async function keepRemoteUrl(gitdir: string, url: string): Promise<void> {
+  const written = await git.getConfig({ fs, gitdir, path: 'remote.origin.url' }).catch(() => undefined);
+  if (written !== url) await git.setConfig({ fs, gitdir, path: 'remote.origin.url', value: url });
 }
 
 /** Failures to reach the server become retryable errors that say what was tried; a busy server's error passes as it is. */

@@ -6,13 +6,20 @@
  * node's credential sent up front rather than after a 401, a meter of requests and bytes on
  * the wire, and a server that says "busy" (429/503) turned into a retryable error that
  * carries how long the server asked us to wait.
+ *
+ * Over https the server is checked as any https client would (the system's certificate
+ * authorities), unless the token pinned a certificate: then the host trusts exactly that
+ * certificate, CA or not, and checks it before a byte of the request (the credential) is sent.
  */
-import { Agent, type ClientRequest, type ClientRequestArgs } from 'node:http';
-import type { Socket } from 'node:net';
+import { Agent, type AgentOptions, type ClientRequest, type ClientRequestArgs } from 'node:http';
+import { Agent as HttpsAgent } from 'node:https';
+import { isIP, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { connect as tlsConnect } from 'node:tls';
 import base from 'isomorphic-git/http/node';
 import type { GitHttpResponse, HttpClient } from 'isomorphic-git';
 import { MeshError } from '../../core/errors.js';
+import { pinOfFingerprint } from '../../core/tls-pin.js';
 
 /** HTTP basic credentials: the node name and the credential its token carried. */
 export interface Credential {
@@ -39,47 +46,98 @@ export interface FleetHttp extends HttpClient {
  */
 const IDLE_MS = 4_000;
 
-/** Counts the bytes of every socket the agent opens, open or closed, and closes idle ones after IDLE_MS. */
-class MeteredAgent extends Agent {
-  readonly closed = { sent: 0, received: 0 };
-  readonly open = new Set<Socket>();
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- TypeScript's mixin rule
+type AgentClass = new (...args: any[]) => Agent;
+
+/** `Base` (http's or https's Agent) that counts the bytes of every socket it opens, open or closed, and closes idle ones after IDLE_MS. */
+function metered<B extends AgentClass>(Base: B) {
+  return class MeteredAgent extends Base {
+    readonly closed = { sent: 0, received: 0 };
+    readonly open = new Set<Socket>();
+    readonly requestTimeoutMs: number;
+
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- TypeScript's mixin rule
+    constructor(...args: any[]) {
+      super(...args);
+      this.requestTimeoutMs = (args[0] as AgentOptions | undefined)?.timeout ?? 0;
+    }
+
+    /** Count `socket` in the meter (every socket this agent makes comes through here). */
+    track<S extends Socket>(socket: S): S {
+      this.open.add(socket);
+      socket.once('close', () => {
+        this.open.delete(socket);
+        this.closed.sent += socket.bytesWritten;
+        this.closed.received += socket.bytesRead;
+      });
+      return socket;
+    }
+
+    override createConnection(options: ClientRequestArgs, callback?: (err: Error | null, stream: Duplex) => void): Duplex | null | undefined {
+      return this.track(super.createConnection(options, callback) as Socket);
+    }
+
+    // A socket taken from the pool gets the request timeout back (Node leaves it at IDLE_MS otherwise).
+    override reuseSocket(socket: Duplex, request: ClientRequest): void {
+      super.reuseSocket(socket, request);
+      (socket as Socket).setTimeout(this.requestTimeoutMs);
+    }
+
+    // Node returns whether to keep the socket (its types say void): pass that on.
+    override keepSocketAlive(socket: Duplex): void {
+      const keep = super.keepSocketAlive(socket) as unknown;
+      if ((socket as Socket).timeout === undefined || (socket as Socket).timeout! > IDLE_MS) (socket as Socket).setTimeout(IDLE_MS); // the agent destroys a free socket that times out
+      return keep as void;
+    }
+  };
+}
+
+const MeteredHttp = metered(Agent);
+const MeteredHttps = metered(HttpsAgent);
+
+/** An https agent that trusts exactly the certificate whose SHA-256 is `pin`: the request is handed the socket only after that check. */
+class PinnedAgent extends MeteredHttps {
+  constructor(options: AgentOptions, private readonly pin: string) {
+    super(options);
+  }
 
   override createConnection(options: ClientRequestArgs, callback?: (err: Error | null, stream: Duplex) => void): Duplex | null | undefined {
-    const socket = super.createConnection(options, callback) as Socket;
-    this.open.add(socket);
-    socket.once('close', () => {
-      this.open.delete(socket);
-      this.closed.sent += socket.bytesWritten;
-      this.closed.received += socket.bytesRead;
+    const host = options.host ?? 'localhost';
+    const servername = isIP(host) ? undefined : ((options as { servername?: string }).servername ?? host);
+    // No CA check (a pinned certificate is usually self-signed): the pin below is the whole check.
+    const socket = this.track(tlsConnect({ ...(options as object), host, ...(servername ? { servername } : {}), rejectUnauthorized: false }));
+    const fail = (e: Error) => callback?.(e, socket);
+    const stalled = () => socket.destroy(new Error('the TLS handshake timed out')); // before the handover, nobody else watches the socket
+    socket.once('error', fail);
+    socket.once('timeout', stalled);
+    socket.once('secureConnect', () => {
+      socket.off('error', fail).off('timeout', stalled);
+      const got = pinOfFingerprint(socket.getPeerCertificate().fingerprint256 ?? '');
+      if (got === this.pin) return callback?.(null, socket);
+      socket.destroy();
+      callback?.(pinMismatch(`${host}:${options.port ?? 443}`, got, this.pin), socket);
     });
-    return socket;
+    return undefined; // handed over through the callback, once checked
   }
+}
 
-  constructor(private readonly requestTimeoutMs: number) {
-    super({ keepAlive: true, timeout: requestTimeoutMs });
-  }
-
-  // A socket taken from the pool gets the request timeout back (Node leaves it at IDLE_MS otherwise).
-  override reuseSocket(socket: Duplex, request: ClientRequest): void {
-    super.reuseSocket(socket, request);
-    (socket as Socket).setTimeout(this.requestTimeoutMs);
-  }
-
-  // Node returns whether to keep the socket (its types say void): pass that on.
-  override keepSocketAlive(socket: Duplex): void {
-    const keep = super.keepSocketAlive(socket) as unknown;
-    if ((socket as Socket).timeout === undefined || (socket as Socket).timeout! > IDLE_MS) (socket as Socket).setTimeout(IDLE_MS); // the agent destroys a free socket that times out
-    return keep as void;
-  }
+function pinMismatch(where: string, got: string, pin: string): MeshError {
+  return new MeshError(
+    'E_TLS_PIN',
+    `the server at ${where} presented a TLS certificate whose SHA-256 is ${got || 'unknown'}, not ${pin}, the one this host's token pinned: nothing was sent to it. ` +
+      `If the fleet's certificate was replaced on purpose, re-enrol this host with a new token ('mesh-cli token issue NODE'); otherwise something is impersonating the server`,
+    { next: 'retry' },
+  );
 }
 
 /** How long a request may go without a byte from the server. */
 export const DEFAULT_TIMEOUT_MS = 5 * 60_000;
 
-/** A fresh HTTP client for isomorphic-git. */
-export function fleetHttp(opts: { timeoutMs?: number; credential?: Credential } = {}): FleetHttp {
+/** A fresh HTTP client for isomorphic-git; `pin`: trust exactly the https certificate whose SHA-256 it is. */
+export function fleetHttp(opts: { timeoutMs?: number; credential?: Credential; pin?: string } = {}): FleetHttp {
   const timeout = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-  const agent = new MeteredAgent(timeout);
+  const agentOptions: AgentOptions = { keepAlive: true, timeout };
+  const agents = { http: new MeteredHttp(agentOptions), https: opts.pin ? new PinnedAgent(agentOptions, opts.pin) : new MeteredHttps(agentOptions) };
   const auth = opts.credential ? 'Basic ' + Buffer.from(`${opts.credential.username}:${opts.credential.password}`).toString('base64') : undefined;
   let requests = 0;
   return {
@@ -87,16 +145,18 @@ export function fleetHttp(opts: { timeoutMs?: number; credential?: Credential } 
       requests += 1;
       // isomorphic-git mutates headers: every request gets its own object.
       const headers = { ...(req.headers ?? {}), ...(auth ? { authorization: auth } : {}) };
+      const agent = req.url.startsWith('https:') ? agents.https : agents.http;
       const res = await base.request({ ...req, headers, agent, fetchOptions: { timeout } } as Parameters<HttpClient['request']>[0]);
       if (res.statusCode === 429 || res.statusCode === 503) throw await busy(req.url, res);
       return res;
     },
     meter() {
-      const live = [...agent.open];
+      const all = [agents.http, agents.https];
+      const live = all.flatMap((a) => [...a.open]);
       return {
         requests,
-        sent: agent.closed.sent + live.reduce((n, s) => n + s.bytesWritten, 0),
-        received: agent.closed.received + live.reduce((n, s) => n + s.bytesRead, 0),
+        sent: all.reduce((n, a) => n + a.closed.sent, 0) + live.reduce((n, s) => n + s.bytesWritten, 0),
+        received: all.reduce((n, a) => n + a.closed.received, 0) + live.reduce((n, s) => n + s.bytesRead, 0),
       };
     },
   };

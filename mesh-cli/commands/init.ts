@@ -9,6 +9,12 @@
  * apply only what this operator signed. The key is `--signing-key FILE`, else ~/.ssh/id_ed25519,
  * else a new one created there. The checkout also gets an allowed_signers file from mesh.yaml,
  * so that `git log --show-signature` and `git verify-commit` work in it.
+ *
+ * `--remote URL` adds the fleet repo as origin. A user and password in the URL (the operator
+ * credential `mesh-cli serve` made) never go into .git/config: origin gets the URL without them,
+ * and the credential goes to a git credential store file, .git/mesh-credentials (mode 0600), that
+ * the checkout's `credential.helper` reads. A checkout whose origin URL holds the credential
+ * (made before this) keeps working as it is.
  */
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, relative, resolve } from 'node:path';
@@ -26,12 +32,15 @@ export interface InitOptions {
   signer?: string;
   /** Also copy the example fleet's declarations (groups web and db, two roles, variables at each level). */
   example?: boolean;
+  /** The fleet repo's URL, added as origin; a credential in it goes to a credential store file, not into .git/config. */
+  remote?: string;
 }
 
 /** Create the fleet repo in `dir` (which must be missing or empty); returns the first commit and the signing key. */
 export async function initFleet(dir: string, opts: InitOptions = {}): Promise<{ commit: string; key: SigningKey }> {
   const target = resolve(dir);
   if (existsSync(target) && readdirSync(target).length > 0) throw new MeshError('E_NOT_EMPTY', `${target} is not empty: pick a new folder for the fleet repo`);
+  const remote = opts.remote === undefined ? null : splitCredential(opts.remote);
   const key = await operatorKey(opts.signingKey);
   mkdirSync(target, { recursive: true });
   const source = exampleDir();
@@ -48,7 +57,32 @@ export async function initFleet(dir: string, opts: InitOptions = {}): Promise<{ 
   for (const [k, v] of [['gpg.format', 'ssh'], ['user.signingkey', key.privateKeyFile], ['commit.gpgsign', 'true'], ['gpg.ssh.allowedSignersFile', allowed]]) {
     await git(target, ['config', '--local', k!, v!]);
   }
+  if (remote) await addOrigin(target, remote);
   return { commit: await commitPaths(target, ['.'], `mesh: new fleet ${opts.name ?? basename(target)}`), key };
+}
+
+/** `url` without its user and password, and those as a line of git's credential store (null when none; an scp-like ssh remote has none). */
+function splitCredential(url: string): { plain: string; credential: string | null } {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return { plain: url, credential: null };
+  }
+  if (!u.username && !u.password) return { plain: url, credential: null };
+  const credential = `${u.protocol}//${u.username}:${u.password}@${u.host}\n`; // both stay percent-encoded, as the store wants them
+  u.username = '';
+  u.password = '';
+  return { plain: u.toString(), credential };
+}
+
+/** origin = the URL without a credential; the credential, when given, in .git/mesh-credentials (0600), which git's store helper reads. */
+async function addOrigin(dir: string, remote: { plain: string; credential: string | null }): Promise<void> {
+  await git(dir, ['remote', 'add', 'origin', remote.plain]);
+  if (remote.credential === null) return;
+  const file = join(dir, '.git', 'mesh-credentials');
+  writeFileSync(file, remote.credential, { mode: 0o600, flag: 'wx' });
+  await git(dir, ['config', '--local', 'credential.helper', `store --file '${file.replace(/'/g, `'\\''`)}'`]);
 }
 
 /** mesh.yaml with `trust: signed` and the operator's key as its one signer (the example's comments kept). */

@@ -5,10 +5,15 @@
  * pre-receive hook (server/hooks.ts) decides which refs each may push. `--open` serves without
  * any of that, for trying mesh out on one machine, and says so. stdout's first line is always
  * `listening on URL`; credentials are never logged (the request log names the user only).
+ * `--tls-cert FILE --tls-key FILE` serve https (the URL then says so) and print the
+ * certificate's SHA-256 pin, which tokens for an https URL carry to the hosts.
  */
+import { readFileSync } from 'node:fs';
+import { createSecureContext } from 'node:tls';
 import type { Command } from 'commander';
 import { pino } from 'pino';
-import { MeshError } from '../../core/errors.js';
+import { MeshError, messageOf } from '../../core/errors.js';
+import { certificatePin } from '../../core/tls-pin.js';
 import { checkedDir } from '../server/dirs.js';
 import { startGitServer, type Authorizer } from '../server/git-http.js';
 import { hooksDir, installHooks } from '../server/hooks.js';
@@ -22,6 +27,8 @@ interface ServeOptions {
   host: string;
   packages?: string;
   open?: boolean;
+  tlsCert?: string;
+  tlsKey?: string;
 }
 
 /** Register `serve`: the embedded git server (and package repository) on a commander program. */
@@ -34,6 +41,8 @@ export function serveCommand(program: Command): Command {
     .option('--host <addr>', 'address to listen on', '127.0.0.1')
     .option('--packages <dir>', 'folder served read-only under /packages/ (the fleet apt repository)')
     .option('--open', 'serve without authentication: anyone who can connect may read and push (for trying mesh out)')
+    .option('--tls-cert <file>', 'serve https with this certificate (PEM); tokens for the https URL pin it (needs --tls-key)')
+    .option('--tls-key <file>', 'the private key (PEM) of --tls-cert')
     .action(async (opts: ServeOptions) => {
       await serve(opts);
     });
@@ -44,6 +53,7 @@ async function serve(opts: ServeOptions): Promise<void> {
     throw new MeshError('E_SERVE_DATA', 'serve needs --data DIR: the folder that holds the bare repositories (e.g. --data /var/lib/mesh/git)');
   }
   const port = parsePort(opts.port);
+  const tls = readTls(opts);
   // Requests go to stderr, one JSON line each; stdout carries only the "listening on" line.
   const logger = pino({ base: null }, pino.destination({ dest: 2, sync: true }));
   // Listen for signals before saying "listening": a caller may send one the moment it reads that line.
@@ -59,8 +69,10 @@ async function serve(opts: ServeOptions): Promise<void> {
       port,
       ...(opts.packages === undefined ? {} : { packages: opts.packages }),
       ...(access.authorize ? { authorize: access.authorize } : {}),
+      ...(tls ? { tls: { cert: tls.cert, key: tls.key } } : {}),
       log: (msg, fields) => logger.info(fields ?? {}, msg),
     });
+    if (tls) process.stderr.write(`mesh-cli serve: TLS certificate ${opts.tlsCert}, SHA-256 pin ${tls.pin}; in the fleet checkout, 'git config http.sslCAInfo ${opts.tlsCert}' lets git trust it and makes 'mesh-cli token issue' put the pin in tokens\n`);
     process.stderr.write(access.notice(server.url)); // made only now, so that a server that cannot listen leaves no unseen credential
     process.stdout.write(`listening on ${server.url}\n`);
     logger.info({ signal: await stopped }, 'shutting down');
@@ -83,10 +95,37 @@ async function accessControl(data: string, open: boolean, untrusted: TrustLog): 
       return (
         `mesh-cli serve: created ${file} with one operator credential (only its sha256 is kept; this is the one time it is shown):\n` +
         `mesh-cli serve: operator credential: operator:${secret}\n` +
-        `mesh-cli serve: use it in the fleet checkout's remote, e.g. ${url.replace('://', `://operator:${secret}@`)}NAME.git\n`
+        `mesh-cli serve: give it to a new fleet checkout with 'mesh-cli init DIR --remote ${url.replace('://', `://operator:${secret}@`)}NAME.git': it goes to a git credential store file (0600), not into .git/config\n`
       );
     },
   };
+}
+
+/** The certificate, key and pin of --tls-cert/--tls-key (both or neither), or null for plain http. */
+function readTls(opts: ServeOptions): { cert: Buffer; key: Buffer; pin: string } | null {
+  if (opts.tlsCert === undefined && opts.tlsKey === undefined) return null;
+  if (opts.tlsCert === undefined || opts.tlsKey === undefined) throw new MeshError('E_SERVE_TLS', 'https needs both --tls-cert FILE and --tls-key FILE (PEM): the certificate and its private key');
+  const read = (what: string, file: string) => {
+    try {
+      return readFileSync(file);
+    } catch (e) {
+      throw new MeshError('E_SERVE_TLS', `cannot read the TLS ${what} ${file}: ${messageOf(e)}`);
+    }
+  };
+  const cert = read('certificate', opts.tlsCert);
+  const key = read('key', opts.tlsKey);
+  let pin: string;
+  try {
+    pin = certificatePin(cert);
+  } catch (e) {
+    throw new MeshError('E_SERVE_TLS', `--tls-cert ${opts.tlsCert} is not a PEM certificate: ${messageOf(e)}`);
+  }
+  try {
+    createSecureContext({ cert, key });
+  } catch (e) {
+    throw new MeshError('E_SERVE_TLS', `--tls-key ${opts.tlsKey} is not the private key of --tls-cert ${opts.tlsCert}: ${messageOf(e)}`);
+  }
+  return { cert, key, pin };
 }
 
 function parsePort(text: string): number {

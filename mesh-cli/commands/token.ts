@@ -22,6 +22,7 @@ import { MAX_GROUP_DEPTH, NODES } from '../../core/fleet/layout.js';
 import type { TokenFile } from '../../schema/token.js';
 import { commitPaths, originUrl, type Fleet } from '../fleet.js';
 import { placeOfNode } from '../layout.js';
+import { tokenPin } from '../tls.js';
 import { workingTree } from '../tree.js';
 import { newSecret, passwordHash } from '../server/operators.js';
 
@@ -46,6 +47,7 @@ export async function issueToken(fleet: Fleet, node: string, opts: { url?: strin
     throw new MeshError('E_RESERVED_NODE', `'${node}' is a reserved name (${RESERVED_NODE_NAMES.join(', ')}): a node so named could never log in to the fleet server or would be mistaken for a branch or a route of it; choose another name`);
   }
   const url = withoutCredentials(opts.url ?? (await fleetUrl(fleet)));
+  const tlsPin = await tokenPin(fleet.dir, url);
   const password = opts.credential === false ? null : newSecret();
   const found = await readIdentity(fleet, node);
   const dir = found ? sameGroup(node, found.dir, opts.group) : await newNodeDir(fleet, node, opts.group);
@@ -73,6 +75,7 @@ export async function issueToken(fleet: Fleet, node: string, opts: { url?: strin
     signers: fleet.config.signers.map((s) => `${s.key.split(/\s+/).slice(0, 2).join(' ')} ${s.name}`),
     trust: fleet.config.trust,
     mainBranch: fleet.config.mainBranch,
+    ...(tlsPin ? { tlsPin } : {}),
     ...(password ? { credential: { username: node, password } } : {}),
   };
   const text = `# mesh enrolment token for ${node}: carry it to the machine and run\n#   mesh-host enrol --token-file FILE\n# It holds secrets (the token key${password ? " and the node's git credential" : ''}): keep it private and delete it once used.\n# It is shown once, expires ${expires}, and is valid once the commit ${commit.slice(0, 12)} is pushed.\n${stringify(token)}`;

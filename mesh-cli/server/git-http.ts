@@ -1,5 +1,6 @@
 import { access, constants, stat } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { MeshError, messageOf } from '../../core/errors.js';
@@ -27,6 +28,8 @@ export interface GitServerOptions {
   authorize?: Authorizer;
   packages?: string;
   log?: (msg: string, fields?: object) => void;
+  /** Serve https with this certificate and key (PEM) instead of plain http. */
+  tls?: { cert: Buffer; key: Buffer };
 }
 
 /** Serve every bare repository DATA/NAME.git at /NAME.git over smart HTTP through the real `git http-backend`. */
@@ -62,7 +65,8 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
   };
 
   // Keep-alive outlasts the hosts' 60 s agents; a push of a large pack may take long on a slow link.
-  const server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 3_600_000 }, (req, res) => {
+  const serverOptions = { keepAliveTimeout: 65_000, requestTimeout: 3_600_000 };
+  const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     const started = Date.now();
     const seen = { user: null as string | null };
     res.on('close', () => log('request', {
@@ -74,7 +78,8 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
       if (!res.headersSent) plain(res, 500, 'internal error');
       else res.destroy();
     });
-  });
+  };
+  const server: Server = opts.tls ? createHttpsServer({ ...serverOptions, ...opts.tls }, onRequest) : createServer(serverOptions, onRequest);
   server.headersTimeout = 66_000;
   const port = await listen(server, opts.host ?? '127.0.0.1', opts.port ?? 8080);
   server.on('error', (e) => log('server error', { message: e.message }));
@@ -92,7 +97,7 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
     server.closeAllConnections();
     await closed;
   };
-  return { url: `http://${host}:${port}/`, port, close: () => (closing ??= close()) };
+  return { url: `${opts.tls ? 'https' : 'http'}://${host}:${port}/`, port, close: () => (closing ??= close()) };
 }
 
 function plain(res: ServerResponse, status: number, message: string): void {
