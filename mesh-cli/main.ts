@@ -22,6 +22,7 @@ import { signersCommand } from './commands/signers.js';
 import { packagesCommand } from './commands/packages.js';
 import { setCommand } from './commands/set.js';
 import { varsCommand } from './commands/vars.js';
+import { verifyRangeCommand } from './commands/verify-range.js';
 
 const program = new Command('mesh-cli').description('operate a mesh fleet from its git repository').version(HOST_VERSION).showHelpAfterError();
 
@@ -71,6 +72,7 @@ retireCommand(program);
 revokeCommand(program);
 signersCommand(program);
 varsCommand(program);
+verifyRangeCommand(program);
 setCommand(program);
 packagesCommand(program);
 

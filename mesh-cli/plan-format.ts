@@ -4,6 +4,7 @@
  * node groups and says so). Nodes with exactly the same changes are shown once, so a role
  * change on 200 web servers is one block, not 200.
  */
+import { trustLines } from './trust-review.js';
 import type { FieldChange, ResourceChange } from './declaration-diff.js';
 import type { LastReport, NodePlan, PlanResult } from './plan-result.js';
 import { contact } from '../core/duration.js';
@@ -43,7 +44,8 @@ function lastLine(l: LastReport, now: Date | null): string {
 
 /** The plan as terminal text. */
 export function formatPlanText(r: PlanResult, now: Date): string {
-  const lines = [`plan ${r.base.slice(0, 12)}..${r.head.slice(0, 12)}: ${r.summary}`];
+  const trust = r.trust ? trustLines(r.trust) : [];
+  const lines = [...trust, ...(trust.length ? [''] : []), `plan ${r.base.slice(0, 12)}..${r.head.slice(0, 12)}: ${r.summary}`];
   for (const group of groupNodes(r.nodes)) {
     const g = group[0]!;
     lines.push('', `${group.map((n) => n.node).join(', ')}${g.because.length ? ` (changed: ${g.because.join(', ')})` : ''}`);
@@ -63,7 +65,9 @@ export function formatPlanText(r: PlanResult, now: Date): string {
 
 /** The plan as a pull-request comment; at most `limit` characters. */
 export function formatPlanMarkdown(r: PlanResult, limit = 60_000): string {
-  const head = [`## mesh plan`, '', `\`${r.base.slice(0, 12)}\` → \`${r.head.slice(0, 12)}\`: **${r.summary}**`, ...r.notes.map((n) => `\n> ${n}`)];
+  const trust = r.trust ? trustLines(r.trust) : [];
+  const warning = trust.length ? ['> [!WARNING]', ...trust.map((l) => `> ${l.startsWith('  ') ? `- ${cell(l.trim())}` : `**${cell(l)}**`}`), ''] : [];
+  const head = [`## mesh plan`, '', ...warning, `\`${r.base.slice(0, 12)}\` → \`${r.head.slice(0, 12)}\`: **${r.summary}**`, ...r.notes.map((n) => `\n> ${n}`)];
   if (r.nodes.length) {
     head.push('', '| node | last outcome | at commit | last contact | eligible |', '| --- | --- | --- | --- | --- |');
     for (const n of r.nodes) {

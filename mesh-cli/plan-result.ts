@@ -2,6 +2,7 @@
  * What `mesh-cli plan` computes (commands/plan.ts) and shows (plan-format.ts): the plan of
  * each affected node next to its last report. The JSON of `plan --format json` is this shape.
  */
+import type { TrustReview } from './trust-review.js';
 import type { Problem } from '../core/errors.js';
 import type { SignatureVerdict } from '../core/report/verify.js';
 import type { Report } from '../schema/report.js';
@@ -36,6 +37,8 @@ export interface NodePlan {
 export interface PlanResult {
   base: string;
   head: string;
+  /** What the range does to trust (mesh.yaml's trust and signers, commits the hosts would refuse): shown first. */
+  trust?: TrustReview;
   nodes: NodePlan[];
   summary: string;
   notes: string[];

@@ -14,6 +14,7 @@ import { formatPlanMarkdown, formatPlanText } from '../plan-format.js';
 import type { LastReport, NodePlan, PlanResult } from '../plan-result.js';
 import { eligibility, lastReports, reportedFacts, reportedNodes, trusted, tryFetchReports, type ShownReport } from '../reports.js';
 import { resolveCommit } from '../tree.js';
+import { reviewTrust } from '../trust-review.js';
 
 /** The plan from `base` to `head`, with each affected node's last report as fetched. */
 export async function planFleet(fleet: Fleet, base: string, head: string, notes: string[] = []): Promise<PlanResult> {
@@ -30,7 +31,7 @@ export async function planFleet(fleet: Fleet, base: string, head: string, notes:
     const guessed = factsOf(c.node) ? [] : c.head.ok ? (c.head.declaration.readFacts ?? []) : [];
     return { node: c.node, because: c.because, changes, reordered, ...(c.head.ok ? {} : { problems: c.head.problems }), ...(guessed.length ? { cannotPlan: guessed } : {}), last: lastOf(reports.get(c.node)!) };
   });
-  return { base, head, nodes, summary: summaryLine(nodes), notes };
+  return { base, head, trust: await reviewTrust(fleet.dir, base, head), nodes, summary: summaryLine(nodes), notes };
 }
 
 function lastOf(v: ShownReport): LastReport {

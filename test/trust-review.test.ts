@@ -1,0 +1,55 @@
+/**
+ * Review shows what a range does to trust, first: a change of mesh.yaml's `trust:` or `signers`,
+ * and every commit in the range that the hosts would refuse on its own signature (unsigned, or
+ * signed by a key not trusted at its parent), which an operator who signs on top would deploy.
+ * `plan` shows it before anything else; `verify-range` refuses such a range unless told to.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cli, createFleet, git, signingKey, type TestFleet } from './helpers/fleet.js';
+
+describe('trust changes in review', { timeout: 90_000 }, () => {
+  let fleet: TestFleet;
+  beforeAll(async () => {
+    fleet = await createFleet();
+  });
+  afterAll(async () => fleet?.close());
+
+  it('an unsigned commit under a signed one is listed first by plan, and verify-range refuses the range', async () => {
+    const base = (await git(fleet.checkout, 'rev-parse', 'HEAD')).trim();
+    writeFileSync(join(fleet.checkout, 'roles/README.md'), 'pulled from somewhere\n');
+    await git(fleet.checkout, '-c', 'commit.gpgsign=false', 'commit', '--quiet', '-am', 'an unsigned change');
+    writeFileSync(join(fleet.checkout, 'nodes/README.md'), 'signed on top\n');
+    await git(fleet.checkout, 'commit', '--quiet', '-am', 'signed on top');
+    const plan = await cli(fleet.checkout, 'plan', '--base', base, '--no-fetch');
+    const lines = plan.stdout.split('\n');
+    expect(lines[0]).toBe('TRUST: 1 commit in this range would be refused by the hosts on their own (signing on top of them deploys them):');
+    expect(lines[1]).toMatch(/^ {2}[0-9a-f]{12} "an unsigned change": /);
+    const md = await cli(fleet.checkout, 'plan', '--base', base, '--no-fetch', '--format', 'markdown');
+    expect(md.stdout.split('\n').slice(0, 4)).toEqual(['## mesh plan', '', '> [!WARNING]', '> **TRUST: 1 commit in this range would be refused by the hosts on their own (signing on top of them deploys them):**']);
+    const json = JSON.parse((await cli(fleet.checkout, 'plan', '--base', base, '--no-fetch', '--json')).stdout);
+    expect(json.trust).toMatchObject({ changes: [], suspects: [{ subject: 'an unsigned change' }] });
+    const refused = await cli(fleet.checkout, 'verify-range', `${base}..HEAD`);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('refused: look at the above, then run again with --allow');
+    expect((await cli(fleet.checkout, 'verify-range', `${base}..HEAD`, '--allow')).code).toBe(0);
+    expect((await cli(fleet.checkout, 'verify-range', 'HEAD..HEAD')).code).toBe(0);
+    await git(fleet.checkout, 'reset', '--quiet', '--hard', base);
+  });
+
+  it('a commit that adds a signer is shown as a trust change, signed or not', async () => {
+    const base = (await git(fleet.checkout, 'rev-parse', 'HEAD')).trim();
+    const key = signingKey(join(fleet.dir, 'stranger'), 'stranger');
+    const pub = readFileSync(`${key}.pub`, 'utf8').split(' ').slice(0, 2).join(' ');
+    const meshYaml = join(fleet.checkout, 'mesh.yaml');
+    writeFileSync(meshYaml, readFileSync(meshYaml, 'utf8').replace(/^signers:\n/m, `signers:\n  - name: stranger\n    key: ${pub}\n`));
+    await git(fleet.checkout, 'commit', '--quiet', '-am', 'trust a stranger');
+    const r = await cli(fleet.checkout, 'verify-range', `${base}..HEAD`);
+    expect(r.code).toBe(1);
+    expect(r.stdout.split('\n').slice(0, 2)).toEqual(['TRUST CHANGES: mesh.yaml changes whom every host believes:', expect.stringMatching(/^ {2}signer added: stranger \(SHA256:\S+\)$/)]);
+    const plan = await cli(fleet.checkout, 'plan', '--base', base, '--no-fetch');
+    expect(plan.stdout.split('\n')[0]).toBe('TRUST CHANGES: mesh.yaml changes whom every host believes:');
+    await git(fleet.checkout, 'reset', '--quiet', '--hard', base);
+  });
+});
