@@ -19,10 +19,10 @@ describe('the example fleet', () => {
     key = signingKey(join(dir, 'key'));
   });
 
-  it('plain init declares nothing: only mesh.yaml, the READMEs and the CI workflow', async () => {
+  it('plain init declares nothing: only mesh.yaml, the READMEs, the CI workflow and the pre-push trust check', async () => {
     const checkout = join(dir, 'plain');
     expect((await cli(dir, 'init', checkout, '--signing-key', key, '--signer', 'test@localhost')).code).toBe(0);
-    expect((await git(checkout, 'ls-files')).split('\n')).toEqual(['.github/workflows/mesh.yml', 'README.md', 'mesh.yaml', 'nodes/README.md', 'roles/README.md']);
+    expect((await git(checkout, 'ls-files')).split('\n')).toEqual(['.githooks/pre-push', '.github/workflows/mesh.yml', 'README.md', 'mesh.yaml', 'nodes/README.md', 'roles/README.md']);
   });
 
   it('init --example gives groups, roles and variables that validate and render for nodes placed in them', async () => {

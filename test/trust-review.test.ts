@@ -4,10 +4,11 @@
  * signed by a key not trusted at its parent), which an operator who signs on top would deploy.
  * `plan` shows it before anything else; `verify-range` refuses such a range unless told to.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cli, createFleet, git, signingKey, type TestFleet } from './helpers/fleet.js';
+import { cli, createFleet, git, MESH_CLI, signingKey, type TestFleet } from './helpers/fleet.js';
 
 describe('trust changes in review', { timeout: 90_000 }, () => {
   let fleet: TestFleet;
@@ -36,6 +37,24 @@ describe('trust changes in review', { timeout: 90_000 }, () => {
     expect((await cli(fleet.checkout, 'verify-range', `${base}..HEAD`, '--allow')).code).toBe(0);
     expect((await cli(fleet.checkout, 'verify-range', 'HEAD..HEAD')).code).toBe(0);
     await git(fleet.checkout, 'reset', '--quiet', '--hard', base);
+  });
+
+  it('the pre-push hook init commits refuses such a push, and lets it through when told to', async () => {
+    expect(await git(fleet.checkout, 'config', '--get', 'core.hooksPath')).toBe('.githooks');
+    const bin = join(fleet.dir, 'bin');
+    mkdirSync(bin, { recursive: true });
+    writeFileSync(join(bin, 'mesh-cli'), `#!/bin/sh\nexec node ${MESH_CLI} "$@"\n`, { mode: 0o755 });
+    const push = (allow: boolean) => spawnSync('git', ['push', '--quiet', 'origin', 'HEAD:main'], { cwd: fleet.checkout, encoding: 'utf8', env: { ...process.env, PATH: `${bin}:${process.env.PATH}`, ...(allow ? { MESH_ALLOW_TRUST: '1' } : {}) } });
+    const before = (await git(fleet.checkout, 'rev-parse', 'HEAD')).trim();
+    writeFileSync(join(fleet.checkout, 'roles/README.md'), 'unsigned\n');
+    await git(fleet.checkout, '-c', 'commit.gpgsign=false', 'commit', '--quiet', '-am', 'unsigned, to push');
+    const refused = push(false);
+    expect(refused.status).not.toBe(0);
+    expect(refused.stdout + refused.stderr).toContain('"unsigned, to push": ');
+    expect((await git(fleet.checkout, 'ls-remote', 'origin', 'refs/heads/main')).split('\t')[0]).toBe(before);
+    expect(push(true).status).toBe(0);
+    await git(fleet.checkout, 'revert', '--no-edit', 'HEAD');
+    expect(push(false).status).toBe(0); // a signed revert on top of an unsigned commit already on main: nothing new to refuse
   });
 
   it('a commit that adds a signer is shown as a trust change, signed or not', async () => {

@@ -54,7 +54,8 @@ export async function initFleet(dir: string, opts: InitOptions = {}): Promise<{ 
   writeFileSync(meshYaml, withSigner(text, signer, key.publicKey));
   const allowed = join(target, '.git', 'allowed_signers');
   writeFileSync(allowed, `${principal(signer)} namespaces="git" ${key.publicKey.split(/\s+/).slice(0, 2).join(' ')}\n`);
-  for (const [k, v] of [['gpg.format', 'ssh'], ['user.signingkey', key.privateKeyFile], ['commit.gpgsign', 'true'], ['gpg.ssh.allowedSignersFile', allowed]]) {
+  // The pre-push trust check travels with the repo; a clone turns it on with the same one setting.
+  for (const [k, v] of [['core.hooksPath', '.githooks'], ['gpg.format', 'ssh'], ['user.signingkey', key.privateKeyFile], ['commit.gpgsign', 'true'], ['gpg.ssh.allowedSignersFile', allowed]]) {
     await git(target, ['config', '--local', k!, v!]);
   }
   if (remote) await addOrigin(target, remote);
