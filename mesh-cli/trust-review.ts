@@ -31,13 +31,14 @@ export interface TrustReview {
   suspects: SuspectCommit[];
 }
 
-/** Review what `base..head` does to trust. */
-export async function reviewTrust(dir: string, base: string, head: string): Promise<TrustReview> {
+/** Review what `base..head` does to trust; `unsignedHead`: head is the working tree made a commit (not signed yet), so only its trust settings are judged. */
+export async function reviewTrust(dir: string, base: string, head: string, unsignedHead = false): Promise<TrustReview> {
   const [before, after] = await Promise.all([settingsAt(dir, base), settingsAt(dir, head)]);
   const changes = compare(before, after);
   const commits = (await git(dir, ['rev-list', '--reverse', `${base}..${head}`])).split('\n').filter(Boolean);
   const suspects: SuspectCommit[] = [];
   for (const commit of commits) {
+    if (unsignedHead && commit === head) continue;
     const parent = (await git(dir, ['rev-list', '--parents', '-n', '1', commit])).trim().split(' ')[1];
     const trusted = parent ? await settingsAt(dir, parent) : null;
     if (!trusted || trusted.mode === 'none') continue; // nothing is checked at that point: there is nothing to break

@@ -176,8 +176,8 @@ describe('one host process per root', () => {
       expect(await first.done).toMatchObject({ code: 0, stderr: '' });
       const retried = await hostCmd(root, 'enrol', '--token-file', tokenFile, '--json');
       expect(retried.stderr).toBe('');
-      expect(retried.code).toBe(0);
-      expect(JSON.parse(retried.stdout)).toMatchObject({ node: 'web-1', generation: 1 });
+      expect(retried.code).toBe(1); // enrolled; this root has no package manager, so it is ineligible (exit 1: it applies nothing)
+      expect(JSON.parse(retried.stdout)).toMatchObject({ node: 'web-1', generation: 1, outcome: 'ineligible' });
       expect(existsSync(join(root, 'etc/mesh-host/config.json'))).toBe(true);
       expect(existsSync(tokenFile)).toBe(false);
       expect(existsSync(lock)).toBe(false);

@@ -17,7 +17,7 @@ import { resolveCommit } from '../tree.js';
 import { reviewTrust } from '../trust-review.js';
 
 /** The plan from `base` to `head`, with each affected node's last report as fetched. */
-export async function planFleet(fleet: Fleet, base: string, head: string, notes: string[] = []): Promise<PlanResult> {
+export async function planFleet(fleet: Fleet, base: string, head: string, notes: string[] = [], workingTree = false): Promise<PlanResult> {
   const reported = await reportedNodes(fleet);
   if (reported.length === 0) notes.push('no reports fetched: last outcomes and eligibility are unknown');
   // Each node is rendered with the facts of its last verified report, as its host would render it.
@@ -31,7 +31,7 @@ export async function planFleet(fleet: Fleet, base: string, head: string, notes:
     const guessed = factsOf(c.node) ? [] : c.head.ok ? (c.head.declaration.readFacts ?? []) : [];
     return { node: c.node, because: c.because, changes, reordered, ...(c.head.ok ? {} : { problems: c.head.problems }), ...(guessed.length ? { cannotPlan: guessed } : {}), last: lastOf(reports.get(c.node)!) };
   });
-  return { base, head, trust: await reviewTrust(fleet.dir, base, head), nodes, summary: summaryLine(nodes), notes };
+  return { base, head, trust: await reviewTrust(fleet.dir, base, head, workingTree), nodes, summary: summaryLine(nodes), notes };
 }
 
 function lastOf(v: ShownReport): LastReport {

@@ -105,7 +105,7 @@ async function planWorkingTree(fetch: boolean): Promise<PlanResult> {
   const notes: string[] = [];
   const fetchNote = fetch ? await tryFetchReports(fleet) : null;
   if (fetchNote) notes.push(fetchNote);
-  const plan = await planFleet(fleet, await resolveCommit(fleet.dir, 'HEAD'), await workingCommit(fleet.dir), notes);
+  const plan = await planFleet(fleet, await resolveCommit(fleet.dir, 'HEAD'), await workingCommit(fleet.dir), notes, true);
   if (plan.nodes.some((n) => n.problems)) process.exitCode = 1;
   return plan;
 }
