@@ -55,10 +55,11 @@ export async function gitExecPath(): Promise<string> {
   return (await git(process.cwd(), ['--exec-path'])).trim();
 }
 
-/** An object read by `git cat-file --batch`: its id, type and content. */
+/** An object read by `git cat-file --batch`: its id, type, size and content (empty with --batch-check). */
 export interface BatchObject {
   oid: string;
   type: string;
+  size: number;
   data: Buffer;
 }
 
@@ -72,9 +73,10 @@ export interface CatFileBatch {
  * One `git cat-file --batch` for many reads (`args` go before `cat-file`, e.g. `--git-dir=…`):
  * its answers are parsed as they stream in, each read's objects handed back once all are in.
  * Objects written to the store after it started are found (git looks again for new packs).
+ * With `check`, it is `--batch-check`: each object's id, type and size, never its content.
  */
-export function catFileBatch(dir: string, args: string[] = []): CatFileBatch {
-  const child = spawnGit(dir, [...args, 'cat-file', '--batch']);
+export function catFileBatch(dir: string, args: string[] = [], check = false): CatFileBatch {
+  const child = spawnGit(dir, [...args, 'cat-file', check ? '--batch-check' : '--batch']);
   const queue: Array<{ left: number; out: Array<BatchObject | null>; resolve: (o: Array<BatchObject | null>) => void; reject: (e: Error) => void }> = [];
   const err: Buffer[] = [];
   let buf: Buffer = Buffer.alloc(0);
@@ -101,9 +103,14 @@ export function catFileBatch(dir: string, args: string[] = []): CatFileBatch {
         take(null);
         continue;
       }
+      if (check) {
+        at = eol + 1;
+        take({ oid: oid!, type: type!, size: Number(size), data: Buffer.alloc(0) });
+        continue;
+      }
       const end = eol + 1 + Number(size);
       if (end + 1 > buf.length) break;
-      take({ oid: oid!, type: type!, data: buf.subarray(eol + 1, end) });
+      take({ oid: oid!, type: type!, size: Number(size), data: buf.subarray(eol + 1, end) });
       at = end + 1;
     }
     buf = buf.subarray(at);

@@ -24,7 +24,7 @@ import { MeshError, messageOf } from '../../core/errors.js';
 import { SIGNATURE_FILE, STATUS_FILE } from '../../core/report/branch.js';
 import { commitHeaders } from '../../core/git/commit.js';
 import { oversizedText } from '../../core/report/verify.js';
-import { catFileBatch, gitBytes, spawnGit, type BatchObject, type CatFileBatch } from '../git.js';
+import { catFileBatch, gitBytes, type BatchObject, type CatFileBatch } from '../git.js';
 import { MAX_REPORT_FILE } from '../server/hooks.js';
 
 /** A git object as status reads it. */
@@ -61,8 +61,8 @@ export async function openRemote(dir: string, paths: { store: string; config: st
   const config = `[include]\n\tpath = ${paths.config}\n[core]\n\trepositoryformatversion = 1\n\tbare = true\n[extensions]\n\tobjectFormat = ${format}\n`;
   prepareStore(repo, config);
   let reader: CatFileBatch | null = null;
-  let sizer: BatchCheck | null = null;
-  const read = (specs: string[]) => readCapped(specs, (s) => (reader ??= catFileBatch(dir, [`--git-dir=${repo}`])).read(s), (s) => (sizer ??= batchCheck(dir, [`--git-dir=${repo}`])).check(s));
+  let sizer: CatFileBatch | null = null;
+  const read = (specs: string[]) => readCapped(specs, (s) => (reader ??= catFileBatch(dir, [`--git-dir=${repo}`])).read(s), (s) => (sizer ??= catFileBatch(dir, [`--git-dir=${repo}`], true)).read(s));
   const remoteGit = (gitDir: string, args: string[], input?: string) =>
     gitBytes(dir, [`--git-dir=${gitDir}`, '-c', 'gc.auto=0', '-c', 'maintenance.auto=false', ...args], input).catch((e: unknown) => { throw remoteError(e, where); });
 
@@ -130,53 +130,9 @@ async function readCapped(specs: string[], read: (specs: string[]) => Promise<Ar
   return specs.map((s) => {
     const big = over(s);
     if (!big) return got[at++] ?? null;
-    return { oid: big.oid, type: 'blob', data: Buffer.from(oversizedText(s.slice(s.indexOf(':') + 1), big.size, MAX_REPORT_FILE)) };
+    const data = Buffer.from(oversizedText(s.slice(s.indexOf(':') + 1), big.size, MAX_REPORT_FILE));
+    return { oid: big.oid, type: 'blob', size: data.length, data };
   });
-}
-
-/** A running `git cat-file --batch-check`: the id and size of each spec, in order (null: missing). */
-interface BatchCheck {
-  check(specs: string[]): Promise<Array<{ oid: string; size: number } | null>>;
-  close(): Promise<void>;
-}
-
-function batchCheck(dir: string, args: string[]): BatchCheck {
-  const child = spawnGit(dir, [...args, 'cat-file', '--batch-check']);
-  const queue: Array<{ left: number; out: Array<{ oid: string; size: number } | null>; resolve: (o: Array<{ oid: string; size: number } | null>) => void; reject: (e: Error) => void }> = [];
-  let buf = '';
-  let failed: Error | null = null;
-  child.stdout.on('data', (chunk: Buffer) => {
-    buf += chunk.toString('latin1');
-    let eol: number;
-    while (queue.length > 0 && (eol = buf.indexOf('\n')) >= 0) {
-      const [oid, , size] = buf.slice(0, eol).split(' ');
-      buf = buf.slice(eol + 1);
-      const head = queue[0]!;
-      head.out.push(size === undefined ? null : { oid: oid!, size: Number(size) });
-      if (--head.left === 0) head.resolve(queue.shift()!.out);
-    }
-  });
-  child.stdin.on('error', () => undefined); // its exit says why
-  child.stderr.resume();
-  const fail = (e: Error) => { failed ??= e; for (const r of queue.splice(0)) r.reject(failed); };
-  child.on('error', (e) => fail(new MeshError('E_GIT', `cannot run git: ${e.message}: install git`)));
-  const closed = new Promise<void>((resolve) => child.on('close', (code) => {
-    if (code !== 0 || queue.length > 0) fail(new MeshError('E_GIT', `git cat-file --batch-check failed in ${dir}: exit ${code}`));
-    resolve();
-  }));
-  return {
-    check(specs) {
-      if (failed) return Promise.reject(failed);
-      return new Promise((resolve, reject) => {
-        queue.push({ left: specs.length, out: [], resolve, reject });
-        child.stdin.write(specs.join('\n') + '\n');
-      });
-    },
-    close() {
-      child.stdin.end();
-      return closed;
-    },
-  };
 }
 
 /** What is read of a report commit: itself, its tree, status.json and its signature. */
