@@ -59,6 +59,7 @@ async function settingsAt(dir: string, rev: string): Promise<Settings> {
 
 function compare(before: Settings, after: Settings): string[] {
   const lines: string[] = [];
+  if (!before || !after) return lines; // a mesh.yaml that is missing or does not load is validate's error, not a trust change
   const mode = (s: Settings) => s?.mode ?? '(no mesh.yaml)';
   if (mode(before) !== mode(after)) lines.push(`trust: ${mode(before)} -> ${mode(after)}`);
   const keys = (s: Settings) => new Map((s?.signers ?? []).map((k) => [k.key, k]));

@@ -69,6 +69,13 @@ describe('trust changes in review', { timeout: 90_000 }, () => {
     expect(r.stdout.split('\n').slice(0, 2)).toEqual(['TRUST CHANGES: mesh.yaml changes whom every host believes:', expect.stringMatching(/^ {2}signer added: stranger \(SHA256:\S+\)$/)]);
     const plan = await cli(fleet.checkout, 'plan', '--base', base, '--no-fetch');
     expect(plan.stdout.split('\n')[0]).toBe('TRUST CHANGES: mesh.yaml changes whom every host believes:');
+    // validate, against main as fetched, says it first too (it is valid: a warning, not an error).
+    const validate = await cli(fleet.checkout, 'validate', '--no-fetch');
+    expect(validate.code).toBe(0);
+    expect(validate.stdout.split('\n')[0]).toBe('TRUST CHANGES: mesh.yaml changes whom every host believes:');
+    const github = await cli(fleet.checkout, 'validate', '--no-fetch', '--format', 'github');
+    expect(github.stdout.split('\n')[0]).toMatch(/^::warning file=mesh.yaml,title=trust::TRUST CHANGES: mesh.yaml changes whom every host believes:%0A {2}signer added: stranger \(SHA256:/);
+    expect(JSON.parse((await cli(fleet.checkout, 'validate', '--no-fetch', '--json')).stdout).trust).toMatchObject({ changes: [expect.stringMatching(/^signer added: stranger/)], suspects: [] });
     await git(fleet.checkout, 'reset', '--quiet', '--hard', base);
   });
 });

@@ -8,14 +8,36 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { MeshError, type Problem } from '../../core/errors.js';
 import { openFleet, topOf, type Fleet } from '../fleet.js';
-import { eligibility, lastReports, reportedNodes, trusted, tryFetchReports } from '../reports.js';
-import { commitTree, resolveCommit, workingTree } from '../tree.js';
+import { git } from '../git.js';
+import { eligibility, lastReports, mainRef, reportedNodes, trusted, tryFetchReports } from '../reports.js';
+import { commitTree, resolveCommit, workingCommit, workingTree } from '../tree.js';
+import { reviewTrust, trustLines, type TrustReview } from '../trust-review.js';
 import { checkTree, type Checked } from '../validate-checks.js';
 
 type Format = 'text' | 'github' | 'json';
 
 /** Validate the fleet at `fleet.dir` (working tree, or `rev`), with reports for the eligibility check. */
-export async function validateFleet(fleet: Fleet, opts: { rev?: string; fetch: boolean }): Promise<Checked & { notes: string[] }> {
+export async function validateFleet(fleet: Fleet, opts: { rev?: string; fetch: boolean }): Promise<Checked & { notes: string[]; trust?: TrustReview }> {
+  const result = await checkFleet(fleet, opts);
+  const trust = await trustAgainstMain(fleet, opts.rev);
+  return trust ? { ...result, trust } : result;
+}
+
+/**
+ * What the change under validation does to trust, against main as fetched: mesh.yaml's trust and
+ * signers, and the commits since main that the hosts would refuse on their own signature. Nothing
+ * when there is no fetched main, or nothing to say.
+ */
+async function trustAgainstMain(fleet: Fleet, rev?: string): Promise<TrustReview | null> {
+  const main = await git(fleet.dir, ['rev-parse', '--verify', '--quiet', mainRef(fleet)]).then((o) => o.trim(), () => '');
+  if (!main) return null;
+  const head = rev ? await resolveCommit(fleet.dir, rev) : await workingCommit(fleet.dir).catch(() => null);
+  if (!head) return null;
+  const review = await reviewTrust(fleet.dir, main, head, rev === undefined);
+  return trustLines(review).length > 0 ? review : null;
+}
+
+async function checkFleet(fleet: Fleet, opts: { rev?: string; fetch: boolean }): Promise<Checked & { notes: string[] }> {
   const notes: string[] = [];
   const tree = opts.rev ? await commitTree(fleet.dir, await resolveCommit(fleet.dir, opts.rev)) : workingTree(fleet.dir);
   const fetchNote = opts.fetch ? await tryFetchReports(fleet) : null;
@@ -46,15 +68,19 @@ export function githubAnnotations(problems: Problem[], notes: string[], warnings
   ];
 }
 
-function report(result: Checked & { notes: string[] }, format: Format): void {
-  const { problems, notes, warnings } = result;
+function report(result: Checked & { notes: string[]; trust?: TrustReview }, format: Format): void {
+  const { problems, notes, warnings, trust } = result;
   if (format === 'json') {
-    console.log(JSON.stringify({ ok: problems.length === 0, problems, ...(warnings.length ? { warnings } : {}), notes, nodes: result.nodes, roles: result.roles }));
+    console.log(JSON.stringify({ ok: problems.length === 0, ...(trust ? { trust } : {}), problems, ...(warnings.length ? { warnings } : {}), notes, nodes: result.nodes, roles: result.roles }));
     return;
   }
+  // What the change does to trust comes first: it matters more than any declaration.
+  const trustText = trust ? trustLines(trust) : [];
   if (format === 'github') {
+    if (trustText.length) console.log(`::warning file=mesh.yaml,title=trust::${trustText.join('\n').replace(/%/g, '%25').replace(/\r/g, '%0D').replace(/\n/g, '%0A')}`);
     for (const line of githubAnnotations(problems, notes, warnings)) console.log(line);
   } else {
+    for (const line of trustText) console.log(line);
     for (const p of problems) console.log(`${p.file}:${p.line}:${p.col}: ${p.message}`);
     for (const p of warnings) console.log(`${p.file}:${p.line}:${p.col}: warning: ${p.message}`);
     for (const n of notes) console.error(`note: ${n}`);
