@@ -10,7 +10,7 @@ import { fleetTrust, verifyCommit } from '../core/trust/check.js';
 import { fingerprint } from '../core/sign/sshsig.js';
 import type { TrustedKey } from '../core/trust/state.js';
 import { git, gitBytes } from './git.js';
-import { commitTree, EMPTY_TREE } from './tree.js';
+import { EMPTY_TREE, fromFiles } from './tree.js';
 
 export interface TrustChange {
   /** One line per change: `trust: signed -> none`, `signer added: NAME (SHA256:…)`. */
@@ -52,9 +52,11 @@ export async function reviewTrust(dir: string, base: string, head: string, unsig
 
 type Settings = Awaited<ReturnType<typeof fleetTrust>>;
 
+/** mesh.yaml's trust settings at `rev`: only that one file is read (one git process), not the fleet. */
 async function settingsAt(dir: string, rev: string): Promise<Settings> {
   if (rev === EMPTY_TREE) return null;
-  return fleetTrust(await commitTree(dir, rev));
+  const text = await git(dir, ['cat-file', 'blob', `${rev}:mesh.yaml`]).catch(() => null);
+  return fleetTrust(fromFiles(new Map(text === null ? [] : [['mesh.yaml', text]])));
 }
 
 function compare(before: Settings, after: Settings): string[] {
