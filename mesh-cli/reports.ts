@@ -178,9 +178,9 @@ export async function newestValid(fleet: Fleet, node: string, depth = 20): Promi
   return (await validReports(fleet, node, depth, true))[0];
 }
 
-/** The last `depth` reports of `node` whose signatures verify, newest first (as last fetched, unless `fetch`). */
-export async function validReports(fleet: Fleet, node: string, depth: number, fetch = false): Promise<Report[]> {
+/** The last `depth` reports of `node` whose signatures verify, newest first (as last fetched, unless `fetch`); `identity` when the caller read it already. */
+export async function validReports(fleet: Fleet, node: string, depth: number, fetch = false, identity?: NodeIdentity | null): Promise<Report[]> {
   const reports = (await branchReports(fleet, node, depth, fetch).catch(() => null)) ?? [];
-  const verified = verifyEach(node, reports, (await identities(fleet, [node])).get(node) ?? null);
+  const verified = verifyEach(node, reports, identity !== undefined ? identity : ((await identities(fleet, [node])).get(node) ?? null));
   return reports.map((r) => trusted(verified.get(r.commit))).filter((r): r is Report => r !== undefined);
 }

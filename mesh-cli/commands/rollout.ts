@@ -13,7 +13,7 @@ import { EXIT } from '../../core/exit.js';
 import { changedNodes } from '../declarations.js';
 import { contact } from '../../core/duration.js';
 import type { Fleet } from '../fleet.js';
-import { fetchReports, lastReports, mainRef, newestValid, reportedFacts, trusted, validReports } from '../reports.js';
+import { fetchReports, identities, lastReports, mainRef, newestValid, reportedFacts, trusted, validReports } from '../reports.js';
 import { APPLIED, classify, rolloutLine, type Rollout } from '../rollout.js';
 import { firstParent, isAncestor, resolveCommit } from '../tree.js';
 import { git } from '../git.js';
@@ -62,10 +62,14 @@ export async function rolloutAt(fleet: Fleet, commit: string, affected: Affected
   const reaches = async (node: string, r: ReportView) => r.commit !== null && (sameDeclaration(node, r) || (await atOrAfter(r.commit)));
   // A node whose last report at or after the commit did not apply it may have applied it before: that report is its verdict.
   const appliedBefore = new Map<string, ReportView>();
+  const lookBack: string[] = [];
   for (const node of nodes) {
     const last = trusted(reports.get(node)) ?? earlier.get(node);
-    if (!last || APPLIED.has(last.outcome) || !(await reaches(node, last))) continue;
-    for (const r of await validReports(fleet, node, LOOK_BACK)) {
+    if (last && !APPLIED.has(last.outcome) && (await reaches(node, last))) lookBack.push(node);
+  }
+  const ids = lookBack.length > 0 ? await identities(fleet, lookBack) : new Map();
+  for (const node of lookBack) {
+    for (const r of await validReports(fleet, node, LOOK_BACK, false, ids.get(node) ?? null)) {
       if (!(await reaches(node, r))) break; // reports before the commit: it never applied it
       if (APPLIED.has(r.outcome)) {
         appliedBefore.set(node, r);
