@@ -108,7 +108,13 @@ const duration = z.string().regex(/^\s*\d+(?:\.\d+)?(?:ms|s|m|h|d)?\s*$/, { mess
 const resourceRef = z.string().regex(/^[a-z]+:\S/, { message: 'must name a resource by its id, type:path or type:name, such as file:/etc/app/app.ini' });
 
 /** An argv list (no shell), or one line for /bin/sh -c when the resource says shell: true. */
-const commandLine = z.union([z.array(z.string().min(1, { message: 'an argument may not be empty' })).min(1, { message: 'give the program to run' }), z.string().min(1)]);
+const commandLine = z.union([z.array(z.string().min(1, { message: 'an argument may not be empty' })).min(1, { message: 'give the program to run' }), z.string().min(1)], {
+  error: (i) => {
+    const odd = Array.isArray(i.input) ? i.input.find((a) => typeof a !== 'string') : undefined;
+    if (odd !== undefined) return `every argument is a string: quote ${String(odd)} (YAML reads it as a ${odd === null ? 'null' : typeof odd})`;
+    return 'give an argv list such as [systemctl, reload, app], or one string with shell: true';
+  },
+});
 
 const needsShell = (field: 'run' | 'unless') => (c: { shell?: boolean; run: unknown; unless?: unknown }) => typeof c[field] !== 'string' || c.shell === true;
 const noShell = (field: 'run' | 'unless') =>

@@ -126,6 +126,11 @@ describe('render: groups, variables, roles with parameters, templates and facts'
     expect(!source.ok && source.problems.map((p) => `${p.line}:${p.col}: ${p.message.split(' (')[0]}`)).toEqual(['4:13: source blob.bin is not UTF-8 text']);
   });
 
+  it('a command argument YAML reads as another type is an error that says to quote it', async () => {
+    const r = await render({ 'nodes/n-1/node.yaml': '', 'nodes/n-1/a.yaml': 'resources:\n  - type: command\n    name: t\n    run: [true]\n' }, 'n-1');
+    expect(!r.ok && r.problems.map((p) => `${p.line}:${p.col}: ${p.message}`)).toEqual(['4:10: resources.0.run: every argument is a string: quote true (YAML reads it as a boolean)']);
+  });
+
   it('the same resource twice is one when identical, and an error naming both places when not', async () => {
     const same = await render({ 'nodes/n-1/node.yaml': '', 'nodes/a.yaml': 'resources:\n  - type: directory\n    path: /srv\n', 'nodes/n-1/b.yaml': 'resources:\n  - type: directory\n    path: /srv\n' }, 'n-1');
     expect(same.ok && same.declaration.resources).toEqual([{ type: 'directory', path: '/srv' }]);
