@@ -40,14 +40,30 @@ function recoveryCopy(record: OwnedRecord): OwnedRecord {
   return { ...record, resource, prior };
 }
 
-/** True when `report` says nothing that the last sent one did not, apart from time and sequence. */
+/**
+ * True when `report` says nothing that the last one did not: the same commit, outcome, owned set and
+ * failures (by resource id and result, and by error code), apart from time and sequence. It is then a
+ * heartbeat, whether the pass succeeded or failed, so a node failing the same way every pass costs
+ * no more than a healthy one (DESIGN.md, report branches).
+ */
 export function sameAsLast(store: Store, report: Report): boolean {
   return store.data.report.contentHash === contentHash(report);
 }
 
 function contentHash(report: Report): string {
-  const { observedAt: _a, sequence: _s, previous: _p, ...content } = report;
-  return createHash('sha256').update(JSON.stringify(content)).digest('hex');
+  return createHash('sha256').update(JSON.stringify(gist(report))).digest('hex');
+}
+
+/** What a report says, without what changes every pass while nothing does: times, command output, the wording of a failure. */
+function gist(report: Report): unknown {
+  const { observedAt: _a, sequence: _s, previous: _p, errors, resources, owned, ...rest } = report;
+  return {
+    ...rest,
+    errors: errors.map((e) => [e.code, e.file, e.line, e.col]),
+    resources: resources.map(({ output: _o, error, changes, ...line }) =>
+      line.result === 'failed' || line.result === 'skipped' ? line : { ...line, changes, error }),
+    owned: owned.map(({ at: _t, ...record }) => record),
+  };
 }
 
 /** Sign `report`, commit it on the local report branch and record it in the store. Returns the commit. */
