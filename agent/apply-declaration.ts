@@ -31,9 +31,15 @@ export async function applyDeclaration(host: { config: { node: string }; store: 
   dropUndeclaredTriggers(host.store, resources);
   results.push(...[...readErrors].map(([id, error]) => ({ id, result: 'failed' as const, error: `cannot read current state: ${error}` })));
   const failed = results.filter((r) => r.result === 'failed').length;
-  const changed = results.filter((r) => !['unchanged', 'failed', 'skipped', 'dropped'].includes(r.result)).length;
-  const counts = { changed, drift: results.filter((r) => r.drift).length, failed, unchanged: results.filter((r) => r.result === 'unchanged').length };
-  return { kind: 'reconcile', commit, digest, outcome: failed > 0 ? 'failed' : 'applied', errors: [], resources: results, counts, facts };
+  const counts = { changed: results.filter(isChange).length, drift: results.filter((r) => r.drift).length, failed, unchanged: results.filter((r) => r.result === 'unchanged').length };
+  const outcome = failed > 0 ? 'failed' : results.some((r) => r.result === 'unverified') ? 'unverified' : 'applied';
+  return { kind: 'reconcile', commit, digest, outcome, errors: [], resources: results, counts, facts };
+}
+
+/** Whether a line changed the machine: an unverified check is not a change, unless something was done with it. */
+function isChange(line: ResourceResult): boolean {
+  if (line.result === 'unverified') return (line.changes?.length ?? 0) > 0;
+  return !['unchanged', 'failed', 'skipped', 'dropped'].includes(line.result);
 }
 
 /** A pending trigger of an action (a command) that is no longer declared is forgotten: un-declaring an action runs nothing. */

@@ -82,7 +82,7 @@ export async function reconcile(host: Host, opts: { heartbeatMs: number }): Prom
   body = sealed(gate, body);
   const recovered = host.repo.recovered(); // the local git cache was unreadable and started afresh (fleet/cache.ts)
   if (recovered) body = { ...body, errors: [...body.errors, { code: 'E_GIT_CACHE', message: recovered }] };
-  if (commit !== null && (body.outcome === 'applied' || body.outcome === 'retired')) {
+  if (commit !== null && (body.outcome === 'applied' || body.outcome === 'unverified' || body.outcome === 'retired')) {
     host.store.data.lastApplied = { commit, digest: body.digest ?? '', at: host.ctx.now().toISOString() };
   }
   host.store.save();

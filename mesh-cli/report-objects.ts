@@ -31,12 +31,12 @@ export function linkOf(objects: Map<string, GitObject>, oid: string): { parent: 
 
 /**
  * What the report index keeps of a report (ReportView): what status, rollout and the fleet page
- * read. Only the resources that failed, and no owned list, inventory or profile, which would make
+ * read. Only the resources that failed or could not be checked, and no owned list, inventory or profile, which would make
  * the index grow with the size of every machine.
  */
 export function reportView(report: Report): ReportView {
   const { inventory: _inventory, profile: _profile, owned: _owned, vouch: _vouch, ...rest } = report;
-  return { ...rest, resources: report.resources.filter((r) => r.result === 'failed') };
+  return { ...rest, resources: report.resources.filter((r) => r.result === 'failed' || r.result === 'unverified') };
 }
 
 /** A report's link: the hash of its text and its sequence (read from `report` when it parsed). */

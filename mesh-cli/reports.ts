@@ -173,6 +173,11 @@ export function failureLines(report: ReportView): string[] {
   return [...lines, ...report.resources.filter((r) => r.result === 'failed').map((r) => `${r.id}: ${r.error ?? 'failed'}`)];
 }
 
+/** The checks a pass could not make, one line per resource: why its outcome is `unverified`, not applied. */
+export function uncheckedLines(report: ReportView): string[] {
+  return report.resources.filter((r) => r.result === 'unverified').map((r) => `${r.id}: ${r.error ?? 'could not be checked here'}`);
+}
+
 /** The newest report on `node`'s branch whose signature is valid, looking back at most `depth` reports. */
 export async function newestValid(fleet: Fleet, node: string, depth = 20): Promise<Report | undefined> {
   return (await validReports(fleet, node, depth, true))[0];

@@ -5,6 +5,8 @@
  * - applied: it reported applied at the commit, at a descendant (a node that skipped straight to
  *   a later commit counts), or at a commit where its rendered declaration is the same; it is
  *   judged by the report it made then, so a later failure is a note, not a verdict;
+ * - unverified: its report at or after the commit converged, but some check could not be made
+ *   there (a service's running state without systemd): never applied;
  * - failed: its last valid report at or after the commit failed (or it is ineligible), and none
  *   at or after the commit applied;
  * - outstanding: no valid report at or after the commit yet;
@@ -15,7 +17,7 @@
  */
 import type { ReportView } from '../schema/report.js';
 import type { ShownReport } from './reports.js';
-import { eligibility, failureLines, trusted } from './reports.js';
+import { eligibility, failureLines, trusted, uncheckedLines } from './reports.js';
 
 /** An affected node whose last valid report applied the commit or a later one. */
 export interface Applied {
@@ -38,6 +40,16 @@ export interface Outstanding {
   reason?: string;
 }
 
+/** An affected node whose last valid report, at the commit or later, converged but could not check everything. */
+export interface Unverified {
+  node: string;
+  commit: string;
+  lastContact: string;
+  later: boolean;
+  /** The checks it could not make, one line per resource. */
+  unchecked: string[];
+}
+
 /** An affected node whose last valid report, at the commit or later, failed. */
 export interface Failed {
   node: string;
@@ -54,6 +66,8 @@ export interface Rollout {
   commit: string;
   affected: string[];
   applied: Applied[];
+  /** Converged, but not verified: never inside `applied`. */
+  unverified: Unverified[];
   outstanding: Outstanding[];
   failed: Failed[];
   /** Affected nodes that have never reported (not failed, not outstanding: nothing is known of them). */
@@ -74,7 +88,7 @@ export interface Judging {
  * verify, the newest earlier report that does (if any).
  */
 export function classify(commit: string, affected: string[], reports: Map<string, ShownReport>, atOrAfter: (c: string) => boolean, earlier = new Map<string, ReportView>(), judging: Judging = {}): Rollout {
-  const rollout: Rollout = { commit, affected, applied: [], outstanding: [], failed: [], unknown: [] };
+  const rollout: Rollout = { commit, affected, applied: [], unverified: [], outstanding: [], failed: [], unknown: [] };
   const reaches = (node: string, r: ReportView) => r.commit !== null && (atOrAfter(r.commit) || (judging.sameDeclaration?.(node, r) ?? false));
   for (const node of affected) {
     const verified = reports.get(node);
@@ -98,7 +112,9 @@ export function classify(commit: string, affected: string[], reports: Map<string
       rollout.applied.push({ node, ...at(before), note: `later ${report.outcome} at ${report.commit!.slice(0, 12)}` });
       continue;
     }
-    if (report.outcome === 'failed') {
+    if (report.outcome === 'unverified') {
+      rollout.unverified.push({ node, ...at(report), unchecked: uncheckedLines(report) });
+    } else if (report.outcome === 'failed') {
       const errors = failureLines(report);
       const failedResources = report.resources.filter((r) => r.result === 'failed').length;
       const reason = report.errors.length > 0 ? 'the declaration is invalid' : `${failedResources} resource${failedResources === 1 ? '' : 's'} failed`;
@@ -119,5 +135,6 @@ export const APPLIED: ReadonlySet<string> = new Set(['applied', 'retired']);
 export function rolloutLine(r: Rollout): string {
   const n = r.affected.length;
   const unknown = r.unknown.length > 0 ? `, ${r.unknown.length} never reported` : '';
-  return `${n} node${n === 1 ? '' : 's'} affected: ${r.applied.length} applied, ${r.failed.length} failed, ${r.outstanding.length} outstanding${unknown}`;
+  const unverified = r.unverified.length > 0 ? `, ${r.unverified.length} unverified` : '';
+  return `${n} node${n === 1 ? '' : 's'} affected: ${r.applied.length} applied${unverified}, ${r.failed.length} failed, ${r.outstanding.length} outstanding${unknown}`;
 }

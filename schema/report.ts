@@ -12,8 +12,8 @@ export { REPORT_NAMESPACE, VOUCH_NAMESPACE, vouchPayload } from './signing.js';
 export const ResourceResult = z.strictObject({
   id: z.string(),
   /**
-   * unchanged: read back and in sync; created/updated/removed/restored: changed and read back; unverified: changed but
-   * could not be read back here; released: no longer owned and left as it is (what was there before mesh is not known);
+   * unchanged: read back and in sync; created/updated/removed/restored: changed and read back; unverified: some part
+   * could not be checked here (`error` says what; it is a change only when it has `changes`); released: no longer owned and left as it is (what was there before mesh is not known);
    * dropped: no longer declared, and never applied (its change had failed or was cut off): no change.
    */
   result: z.enum(['unchanged', 'created', 'updated', 'removed', 'restored', 'released', 'failed', 'unverified', 'skipped', 'dropped']),
@@ -83,8 +83,12 @@ export const Report = z.strictObject({
   kind: z.enum(['enrolment', 'reconcile', 'heartbeat']),
   commit: z.string().nullable(),
   digest: z.string().nullable(),
-  /** untrusted: `commit` (main's tip) was refused (unsigned, signed by an untrusted key, or not descending from `lastApplied`). */
-  outcome: z.enum(['enrolled', 'applied', 'failed', 'ineligible', 'retired', 'untrusted']),
+  /**
+   * applied: every resource converged and was read back; unverified: every resource converged, but some check could not
+   * be made here (its lines say which and why): never counted as applied; untrusted: `commit` (main's tip) was refused
+   * (unsigned, signed by an untrusted key, or not descending from `lastApplied`).
+   */
+  outcome: z.enum(['enrolled', 'applied', 'unverified', 'failed', 'ineligible', 'retired', 'untrusted']),
   errors: z.array(z.strictObject({ code: z.string(), message: z.string(), file: z.string().optional(), line: z.number().optional(), col: z.number().optional() })).default([]),
   resources: z.array(ResourceResult).default([]),
   counts: z.strictObject({ changed: z.number(), drift: z.number(), failed: z.number(), unchanged: z.number() }).optional(),
@@ -106,7 +110,7 @@ export type Report = z.infer<typeof Report>;
 /**
  * What `mesh-cli status` keeps of a report in its index (mesh-cli/report-index.ts) and shows:
  * everything but the vouch, the owned list, the inventory and the profile, and only the
- * resources that failed. The whole report stays on the node's report branch.
+ * resources that failed or could not be checked. The whole report stays on the node's report branch.
  */
 export type ReportView = Omit<Report, 'vouch' | 'owned' | 'inventory' | 'profile'>;
 export type ResourceResult = z.infer<typeof ResourceResult>;

@@ -351,13 +351,18 @@ describe('service', () => {
     expect(enabledLink(root)).toBe(true);
   });
 
-  it('declaring running without a running systemd gives an unverified line, and the pass is not failed', async () => {
+  it('declaring running without a running systemd gives an unverified line and an unverified pass (not applied, not failed); the check is not a change', async () => {
     const root = withUnit(machine());
     const { code, body } = await apply(root, service('    running: true\n'));
     expect(code).toBe(0);
-    expect(body.outcome).toBe('applied');
+    expect(body.outcome).toBe('unverified');
     expect(body.resources).toEqual([{ id: 'service:demo', result: 'unverified', changes: ['disabled → enabled'], error: 'no running systemd under this root: running=true not verified' }]);
+    expect(body.counts).toMatchObject({ changed: 1, failed: 0 });
     expect(enabledLink(root)).toBe(true);
+    const again = (await apply(root, service('    running: true\n'))).body;
+    expect(again.outcome).toBe('unverified');
+    expect(again.resources).toEqual([{ id: 'service:demo', result: 'unverified', error: 'no running systemd under this root: running=true not verified' }]);
+    expect(again.counts).toMatchObject({ changed: 0, unchanged: 0, failed: 0 });
   });
 
   it('a change to a file in restartOn requests a restart; an unchanged pass does not', async () => {

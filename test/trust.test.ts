@@ -95,8 +95,12 @@ describe('hosts apply only signed declarations, and never go backwards', () => {
     expect(run.body.errors[0]).toEqual({ code: 'E_UNSIGNED', message: `main's tip ${c.unsigned!.slice(0, 12)} is not applied: it is not signed` });
     expect(snapshot(root)).toEqual(good);
     const status = JSON.parse((await cli(fleet.checkout, 'status', '--json')).stdout);
-    expect(status.nodes[0]).toMatchObject({ node: 'web-1', outcome: 'untrusted', commit: c.unsigned, signature: 'valid', chain: 'ok' });
+    expect(status.nodes[0]).toMatchObject({ node: 'web-1', outcome: 'untrusted', commit: c.unsigned, lastApplied: c.one, signature: 'valid', chain: 'ok' });
     expect(status.summary).toContain(`0 at main's tip (${c.unsigned!.slice(0, 12)}); 1 refused main's tip (not signed by a trusted key)`);
+    // The table's commit is the one the node still enforces; the one it refused is in its outcome, and why on the line below.
+    const table = (await cli(fleet.checkout, 'status')).stdout;
+    expect(table).toMatch(new RegExp(`^web-1 .* ${c.one!.slice(0, 12)} +untrusted: refused ${c.unsigned!.slice(0, 12)} +`, 'm'));
+    expect(table).toContain(`web-1: main's tip ${c.unsigned!.slice(0, 12)} is not applied: it is not signed`);
 
     writeFileSync(join(root, 'etc/motd'), 'tampered\n');
     const again = await host(root, 'run', '--once');

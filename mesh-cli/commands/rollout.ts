@@ -4,7 +4,7 @@
  * REV's first parent) affected, which applied it, which failed and why, and which are
  * outstanding with their last contact. `--wait` polls (one fetch each time) until nothing is
  * outstanding or the time is up, and never turns outstanding into failed. Exit codes (core/exit.ts):
- * 0 every affected node applied it, 1 some failed, 4 some are outstanding or never reported.
+ * 0 every affected node applied it, 1 some failed or are unverified, 4 some are outstanding or never reported.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { MeshError } from '../../core/errors.js';
@@ -85,7 +85,7 @@ export async function rolloutAt(fleet: Fleet, commit: string, affected: Affected
   return classify(commit, nodes, reports, (c) => known.get(c) ?? false, earlier, { sameDeclaration, appliedBefore });
 }
 
-/** Run `status --commit`: print the rollout and set the exit code (DESIGN.md's table: 1 failed, 4 not there yet, 0 done). */
+/** Run `status --commit`: print the rollout and set the exit code (DESIGN.md's table: 1 failed or unverified, 4 not there yet, 0 done). */
 export async function rolloutCommand(fleet: Fleet, o: RolloutOptions): Promise<void> {
   if (o.fetch) await fetchReports(fleet);
   const commit = await resolveCommit(fleet.dir, o.rev);
@@ -107,7 +107,7 @@ export async function rolloutCommand(fleet: Fleet, o: RolloutOptions): Promise<v
   }
   const subject = (await git(fleet.dir, ['log', '-1', '--format=%s', commit])).trim();
   console.log(o.json ? JSON.stringify(rollout) : formatRollout(rollout, subject, new Date(), o.waitMs !== undefined));
-  if (rollout.failed.length > 0) process.exitCode = EXIT.failed;
+  if (rollout.failed.length > 0 || rollout.unverified.length > 0) process.exitCode = EXIT.failed;
   else if (pending(rollout).length > 0) process.exitCode = EXIT.notYet;
 }
 
@@ -117,6 +117,10 @@ export function formatRollout(r: Rollout, subject: string, now: Date, waited: bo
   const width = Math.max(0, ...r.affected.map((n) => n.length));
   const at = (commit: string, later: boolean) => `at ${commit.slice(0, 12)}${later ? ' (a later commit)' : ''}`;
   for (const a of r.applied) lines.push(`applied      ${a.node.padEnd(width)}  ${at(a.commit, a.later)}, ${contact(a.lastContact, now)}${a.note ? ` (${a.note})` : ''}`);
+  for (const u of r.unverified) {
+    lines.push(`unverified   ${u.node.padEnd(width)}  ${at(u.commit, u.later)}: converged, but not every check could be made there`);
+    for (const e of u.unchecked) lines.push(`${' '.repeat(15 + width)}${e}`);
+  }
   for (const f of r.failed) {
     lines.push(`failed       ${f.node.padEnd(width)}  ${at(f.commit, f.later)}: ${f.reason}`);
     for (const e of f.errors) lines.push(`${' '.repeat(15 + width)}${e}`);

@@ -18,7 +18,7 @@ import type { NodeStatus } from '../status/node-status.js';
 import { openFleet, type Fleet } from '../fleet.js';
 import { formatHistory, reportHistory } from '../history.js';
 import { age, parseDuration } from '../../core/duration.js';
-import { eligibility, failureLines, fetchReports, lastReports, mainRef, nodesOnMain, reportedNodes, trusted } from '../reports.js';
+import { eligibility, failureLines, uncheckedLines, fetchReports, lastReports, mainRef, nodesOnMain, reportedNodes, trusted } from '../reports.js';
 import { fleetPage } from './html.js';
 import { rolloutCommand } from './rollout.js';
 import { usageExitsTwo } from '../usage.js';
@@ -47,6 +47,7 @@ export async function fleetStatus(fleet: Fleet, opts: { fetch: boolean }): Promi
     const r = verified.report;
     const t = trusted(verified);
     const failures = t ? failureLines(t) : [];
+    const unchecked = t ? uncheckedLines(t) : [];
     return {
       node,
       // A revoked node's last report was its own (an earlier generation's): its last contact is still known.
@@ -61,6 +62,8 @@ export async function fleetStatus(fleet: Fleet, opts: { fetch: boolean }): Promi
       ...(t?.counts?.drift ? { drift: t.counts.drift } : {}),
       ...(verified.reason ? { reason: verified.reason } : {}),
       ...(failures.length ? { errors: failures } : {}),
+      ...(unchecked.length ? { unchecked } : {}),
+      ...(t?.outcome === 'untrusted' ? { lastApplied: t.lastApplied ?? null } : {}),
       ...(r && !t ? { claimed: { lastContact: r.observedAt, commit: r.commit, outcome: r.outcome } } : {}),
       chain: verified.chain,
       signer: t?.signer ?? null,
@@ -83,9 +86,8 @@ export function formatStatus(rows: NodeStatus[], now: Date): string {
   for (const r of rows) {
     const contact = r.lastContact ? `${r.lastContact.slice(0, 19)}Z (${age(now.getTime() - Date.parse(r.lastContact))} ago)` : r.claimed ? 'unknown' : 'never';
     const never = r.signature === 'missing' && !r.claimed;
-    const outcome = r.outcome ? `${r.outcome}${r.drift ? ` (${r.drift} drift corrected)` : ''}` : (r.signature === 'revoked' ? 'revoked' : r.claimed ? `(claims ${r.claimed.outcome}, unverified)` : 'never enrolled');
     const signature = never ? '-' : r.chain === 'ok' ? r.signature : `${r.signature}, chain ${r.chain}`;
-    table.push([r.node, contact, r.commit?.slice(0, 12) ?? '-', outcome, r.hostVersion ?? '-', signature]);
+    table.push([r.node, contact, shownCommit(r), shownOutcome(r), r.hostVersion ?? '-', signature]);
   }
   const widths = table[0]!.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
   const unchecked = (i: number) => (i > 0 && rows[i - 1]!.trust === 'none' ? '  (trust: none: commit signatures are not checked)' : '');
@@ -94,14 +96,27 @@ export function formatStatus(rows: NodeStatus[], now: Date): string {
     if (r.chain !== 'ok') lines.push(`${r.node}: chain ${r.chain}: ${CHAIN_NOTES[r.chain]}`);
     if (r.reason && r.signature !== 'valid' && !(r.signature === 'missing' && !r.claimed)) lines.push(`${r.node}: signature ${r.signature}: ${r.reason}`);
     if (r.signature === 'valid') for (const e of r.errors ?? []) lines.push(`${r.node}: ${e}`);
+    if (r.signature === 'valid') for (const e of r.unchecked ?? []) lines.push(`${r.node}: not checked: ${e}`);
   }
   return lines.join('\n');
+}
+
+/** The COMMIT column: what the node enforces; an untrusted node's is the last it accepted, not the one it refused. */
+function shownCommit(r: NodeStatus): string {
+  const commit = r.outcome === 'untrusted' ? r.lastApplied : r.commit;
+  return commit?.slice(0, 12) ?? '-';
+}
+
+function shownOutcome(r: NodeStatus): string {
+  if (!r.outcome) return r.signature === 'revoked' ? 'revoked' : r.claimed ? `(claims ${r.claimed.outcome}, unverified)` : 'never enrolled';
+  if (r.outcome === 'untrusted') return `untrusted: refused ${r.commit?.slice(0, 12) ?? 'main'}`;
+  return `${r.outcome}${r.drift ? ` (${r.drift} drift corrected)` : ''}`;
 }
 
 /** One line over the whole fleet, e.g. "4 nodes: 2 applied, 1 failed, 1 no report; 1 ineligible; 3 on main (abc123456789)". */
 export function summarize(rows: NodeStatus[], mainTip: string | null, mainBranch = 'main'): string {
   const count = (pred: (r: NodeStatus) => boolean) => rows.filter(pred).length;
-  const outcomes = ['applied', 'failed', 'untrusted', 'enrolled', 'ineligible', 'retired'] as const;
+  const outcomes = ['applied', 'unverified', 'failed', 'untrusted', 'enrolled', 'ineligible', 'retired'] as const;
   const parts = outcomes.map((o) => [count((r) => r.outcome === o), o] as const).filter(([n]) => n > 0).map(([n, o]) => `${n} ${o}`);
   const none = count((r) => r.outcome === null && r.signature === 'missing');
   if (none) parts.push(`${none} never enrolled`);
@@ -174,12 +189,13 @@ export function statusCommand(program: Command): void {
 
 /**
  * The code a script gates on (DESIGN.md's table): 1 when a node failed, refused main as untrusted,
- * is ineligible, or its report does not verify; else 4 while some node has not yet applied main's
- * tip (or never reported); else 0. Retired and revoked nodes never set it.
+ * is ineligible, could not check what it applied (unverified: waiting will not change that), or its
+ * report does not verify; else 4 while some node has not yet applied main's tip (or never
+ * reported); else 0. Retired and revoked nodes never set it.
  */
 export function statusExit(rows: NodeStatus[], mainTip: string | null): number {
   const counted = rows.filter((r) => r.outcome !== 'retired' && r.signature !== 'revoked');
-  const bad = (r: NodeStatus) => r.signature === 'invalid' || r.chain !== 'ok' || r.outcome === 'failed' || r.outcome === 'untrusted' || r.outcome === 'ineligible';
+  const bad = (r: NodeStatus) => r.signature === 'invalid' || r.chain !== 'ok' || r.outcome === 'failed' || r.outcome === 'unverified' || r.outcome === 'untrusted' || r.outcome === 'ineligible';
   if (counted.some(bad)) return EXIT.failed;
   const there = (r: NodeStatus) => r.signature === 'valid' && r.outcome === 'applied' && (mainTip === null || r.commit === mainTip);
   return counted.every(there) ? EXIT.done : EXIT.notYet;

@@ -22,6 +22,10 @@ export interface NodeStatus {
   drift?: number;
   reason?: string;
   errors?: string[];
+  /** An `unverified` pass: each check that could not be made ("service:nginx: restart requested but no running systemd"). */
+  unchecked?: string[];
+  /** An `untrusted` pass: the commit the node still enforces (`commit` is the one it refused). */
+  lastApplied?: string | null;
   /** What a report whose signature is not valid claims; never shown as the node's state. */
   claimed?: { lastContact: string; commit: string | null; outcome: Report['outcome'] };
   /** The node's report chain: ok, or replayed / reordered / forked (chain.ts). */
