@@ -7,6 +7,7 @@
  */
 import { Command } from 'commander';
 import { parseDuration } from '../core/duration.js';
+import { MeshError } from '../core/errors.js';
 import { EXIT, exitWith, throwUsageErrors } from '../core/exit.js';
 import { processRunner } from './exec.js';
 import { faultsFrom } from './fault.js';
@@ -50,7 +51,15 @@ withRoot(program.command('run').description('the reconcile loop'))
   .option('--once', 'run one pass and exit')
   .option('--interval <duration>', 'time between passes', parseDuration, 60_000)
   .option('--heartbeat <duration>', 'send an unchanged report at least this often', parseDuration, 15 * 60_000)
-  .action(async (o: { root: string; json?: boolean; once?: boolean; interval: number; heartbeat: number }) => {
+  .option('--noop', 'with --once: say what the pass would change here, changing nothing and reporting nothing (exit 4 when something would change)')
+  .action(async (o: { root: string; json?: boolean; once?: boolean; interval: number; heartbeat: number; noop?: boolean }) => {
+    if (o.noop) {
+      if (!o.once) throw new MeshError('E_USAGE', '--noop makes one pass that changes nothing: use it with --once');
+      const [{ noopPass }, { printNoop }, { createLogger }] = await Promise.all([import('./commands/noop.js'), import('./output.js'), import('./log.js')]);
+      const result = await noopPass(context(o.root), createLogger('mesh-host', env.logLevel));
+      process.exitCode = printNoop(result, Boolean(o.json));
+      return;
+    }
     const [{ run }, { printPass }, { createLogger }, { parseProbation }] = await Promise.all([import('./commands/run.js'), import('./output.js'), import('./log.js'), import('./upgrade/upgrade.js')]);
     const log = createLogger('mesh-host', env.logLevel);
     const stop = new AbortController();
@@ -61,7 +70,13 @@ withRoot(program.command('run').description('the reconcile loop'))
 
 withRoot(program.command('apply').description('one pass from a local folder of declaration files (no git, no report)'))
   .requiredOption('--bundle <dir>', 'folder of declaration files')
-  .action(async (o: { root: string; json?: boolean; bundle: string }) => {
+  .option('--noop', 'say what applying the bundle would change here, changing nothing (exit 4 when something would change)')
+  .action(async (o: { root: string; json?: boolean; bundle: string; noop?: boolean }) => {
+    if (o.noop) {
+      const [{ previewBundle }, { printNoop }] = await Promise.all([import('./commands/apply.js'), import('./output.js')]);
+      process.exitCode = printNoop({ commit: null, notes: [], preview: await previewBundle(o.bundle, context(o.root)) }, Boolean(o.json));
+      return;
+    }
     const [{ applyBundle }, { printBody }] = await Promise.all([import('./commands/apply.js'), import('./output.js')]);
     const body = await applyBundle(o.bundle, context(o.root));
     printBody(body, Boolean(o.json));

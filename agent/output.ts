@@ -3,6 +3,8 @@ import type { ReportBody } from './report.js';
 import type { PassResult } from './reconcile.js';
 import type { HostState, OwnedEntry } from './commands/state.js';
 import type { SelfTest } from './commands/self-test.js';
+import type { NoopResult } from './commands/noop.js';
+import { EXIT } from '../core/exit.js';
 
 export function printPass(pass: PassResult, json: boolean): void {
   if (json) return void console.log(JSON.stringify({ ...pass.report, delivery: pass.delivery, sent: pass.sent, disconnected: pass.disconnected ?? null }));
@@ -22,6 +24,30 @@ export function printBody(body: ReportBody, json: boolean): void {
     if (r.result === 'unchanged') continue;
     console.log(`  ${r.result.padEnd(9)} ${r.id}${r.changes?.length ? ` (${r.changes.join('; ')})` : ''}${r.error ? `: ${r.error}` : ''}`);
   }
+}
+
+/**
+ * Print what --noop found and return the exit code (DESIGN.md's table): 1 when the plan itself fails (a
+ * declaration that does not load, a state that cannot be read, a pre-flight problem), 4 when something
+ * would change, 0 when nothing would.
+ */
+export function printNoop(result: NoopResult, json: boolean): number {
+  const p = result.preview;
+  const code = !p ? EXIT.failed : p.problems.length > 0 ? EXIT.failed : p.lines.length > 0 ? EXIT.notYet : EXIT.done;
+  if (json) {
+    console.log(JSON.stringify({ noop: true, commit: result.commit, notes: result.notes, changes: p?.lines ?? [], inSync: p?.inSync ?? 0, problems: p?.problems ?? [] }));
+    return code;
+  }
+  const at = result.commit ? ` at ${result.commit.slice(0, 12)}` : '';
+  const summary = !p ? 'nothing to plan: no commit has been accepted yet' : `${p.lines.length} would change, ${p.inSync} in sync${p.problems.length ? `, ${p.problems.length} problem${p.problems.length === 1 ? '' : 's'}` : ''}`;
+  console.log(`noop${at} (nothing was changed): ${summary}`);
+  for (const note of result.notes) console.log(`  note: ${note}`);
+  for (const problem of p?.problems ?? []) console.log(`  problem   ${problem.id ? `${problem.id}: ` : ''}${problem.message}`);
+  for (const line of p?.lines ?? []) {
+    console.log(`  would ${line.action.padEnd(8)} ${line.id} (${line.changes.join('; ')})${line.drift ? ' [drift]' : ''}`);
+    for (const d of line.diff ?? []) console.log(`      ${d}`);
+  }
+  return code;
 }
 
 export function printState(s: HostState, json: boolean): void {

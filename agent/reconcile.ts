@@ -57,7 +57,7 @@ export interface PassResult {
 }
 
 /** What this node is given: its own declaration, or the empty one (retired, ineligible) with the reasons. */
-interface Assignment {
+export interface Assignment {
   as: 'declared' | 'retired' | 'ineligible';
   tree: TreeReader;
   errors: Report['errors'];
@@ -89,22 +89,27 @@ export async function reconcile(host: Host, opts: { heartbeatMs: number }): Prom
   return report(host, body, opts.heartbeatMs, disconnected);
 }
 
-async function contact(host: Host): Promise<{ commit: string; disconnected?: string }> {
+/** Poll main and fetch it when it moved; unreachable, the last fetched commit. `record` (not under --noop) keeps the contact in the store. */
+export async function contact(host: Host, record = true): Promise<{ commit: string; disconnected?: string }> {
   const branch = host.config.mainBranch;
   try {
     const tip = await host.repo.poll(branch);
     if (!tip) throw new MeshError('E_NO_MAIN', `the fleet repo has no branch ${branch} yet`, { next: 'wait' });
     const fetched = await host.repo.fetched(branch);
     const commit = tip === fetched ? tip : await host.repo.fetch(branch);
-    host.store.data.lastContact = { at: host.ctx.now().toISOString(), commit };
-    host.store.data.lastError = null;
+    if (record) {
+      host.store.data.lastContact = { at: host.ctx.now().toISOString(), commit };
+      host.store.data.lastError = null;
+    }
     return { commit };
   } catch (e) {
     const refused = credentialRefused(e, host.config.node);
     if (refused) throw refused;
     if (!(e instanceof MeshError) || e.next === 'human') throw e;
-    host.store.data.lastError = { at: host.ctx.now().toISOString(), message: messageOf(e) };
-    host.store.save();
+    if (record) {
+      host.store.data.lastError = { at: host.ctx.now().toISOString(), message: messageOf(e) };
+      host.store.save();
+    }
     const last = await host.repo.fetched(branch);
     if (!last) throw e;
     host.log.warn({ err: messageOf(e), commit: last }, 'fleet unreachable: reconciling the last fetched declaration');
@@ -112,12 +117,13 @@ async function contact(host: Host): Promise<{ commit: string; disconnected?: str
   }
 }
 
-async function assign(host: Host, tree: TreeReader): Promise<Assignment> {
+/** What `tree` gives this node: its declaration, or nothing as retired or ineligible. `remember` (not under --noop) keeps where its folder is, a hint for the next pass. */
+export async function assign(host: Host, tree: TreeReader, remember = true): Promise<Assignment> {
   const { node, generation } = host.config;
   // The node may sit in a group (nodes/web/eu/web-1/): looked for where it was last time first.
   const place = await findNode(tree, node, readPlace(host.paths));
   if (place === null) throw new MeshError('E_NO_IDENTITY', `${node}/node.yaml is nowhere under nodes/ on ${host.config.mainBranch}: the fleet no longer knows ${node}, so this host applies nothing. Restore the file, or retire the node with 'mesh-cli retire ${node}'`);
-  keepPlace(host.paths, place.dir);
+  if (remember) keepPlace(host.paths, place.dir);
   const file = `${place.dir}/node.yaml`;
   const text = (await tree.read(file))!; // findNode saw it there
   const opts: LoadOptions = { facts: collectFacts(host.ctx.root), place };

@@ -9,7 +9,7 @@ import { plan } from '../core/plan.js';
 import type { Resource } from '../schema/declaration.js';
 import { resourceId } from '../schema/resource-id.js';
 import type { OwnedRecord } from '../schema/report.js';
-import { safeDiff } from './unified-diff.js';
+import { safeDiff } from '../core/unified-diff.js';
 
 /** One field of a resource that changes. */
 export interface FieldChange {

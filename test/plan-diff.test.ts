@@ -11,7 +11,7 @@ import type { Resource } from '../schema/declaration.js';
 import type { Report } from '../schema/report.js';
 import { diffDeclarations } from '../mesh-cli/declaration-diff.js';
 import { classify } from '../mesh-cli/rollout.js';
-import { elideSecrets, safeDiff, unifiedDiff } from '../mesh-cli/unified-diff.js';
+import { elideSecrets, safeDiff, unifiedDiff } from '../core/unified-diff.js';
 
 describe('unified diffs', () => {
   it('show removed lines before added ones, with three lines of context, in separate hunks when far apart', () => {

@@ -2,12 +2,13 @@
  * `mesh-host apply --bundle DIR`: one pass from a local folder of declaration files, with
  * no git and no report. Used by the first node, by people trying a declaration, and by the
  * benchmark. Roles named in `include` are read from DIR/roles/. It holds the root's lock for
- * the pass, so it never runs beside another mesh-host on the same root.
+ * the pass, so it never runs beside another mesh-host on the same root. With `--noop` it says
+ * what it would do and changes nothing (preview.ts).
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { withDeclarationCache } from '../declaration-cache.js';
-import { nodeDir, type TreeReader } from '../../core/declaration/declaration.js';
+import { loadDeclarationWith, nodeDir, type LoadOptions, type TreeReader } from '../../core/declaration/declaration.js';
 import { MeshError } from '../../core/errors.js';
 import { acquireLock } from '../lock.js';
 import { hostPaths } from '../paths.js';
@@ -15,11 +16,40 @@ import { applyDeclaration } from '../apply-declaration.js';
 import { collectFacts } from '../facts.js';
 import { placeOfDir } from '../../core/fleet/layout.js';
 import type { ReportBody } from '../report.js';
-import { passContext, type HostContext } from '../resources/handler.js';
+import { preview, type Preview } from '../preview.js';
+import { passContext, type HostContext, type ResourceContext } from '../resources/handler.js';
 import { Store } from '../store/core.js';
 
 /** Apply the declaration in folder `bundle` to the machine at `host.root`. */
 export async function applyBundle(bundle: string, host: HostContext): Promise<ReportBody> {
+  return withBundle(bundle, host, async ({ node, store, ctx, tree, opts, named }) => {
+    const body = await applyDeclaration({ config: { node }, store, ctx }, withDeclarationCache(tree, join(hostPaths(host.root).stateDir, 'bundle-cache.json')), null, opts);
+    if (store.journaled()) store.save(); // fold this pass's records into the snapshot; a no-op pass writes nothing
+    return { ...body, errors: body.errors.map(named) };
+  });
+}
+
+/** `apply --bundle DIR --noop`: what applying the bundle would do here, changing nothing (no cache, no store write). */
+export async function previewBundle(bundle: string, host: HostContext): Promise<Preview> {
+  return withBundle(bundle, host, async ({ node, store, ctx, tree, opts, named }) => {
+    const loaded = await loadDeclarationWith(tree, node, opts, ctx.load.parser);
+    if (!loaded.ok) return { lines: [], inSync: 0, problems: loaded.problems.map(named).map((p) => ({ message: `${p.file ? `${p.file}:${p.line}:${p.col}: ` : ''}${p.message}` })) };
+    return preview(loaded.declaration.resources, store, ctx);
+  });
+}
+
+interface Bundle {
+  node: string;
+  store: Store;
+  ctx: ResourceContext;
+  tree: TreeReader;
+  opts: LoadOptions;
+  /** A problem named by the file the person wrote (b/base.yaml), not the fleet path it stands for (nodes/<node>/base.yaml). */
+  named: <P extends { file?: string; message: string }>(p: P) => P;
+}
+
+/** Run `work` on the bundle in folder `bundle` with the root's lock held: the node it applies as, its store, and the folder as a tree. */
+async function withBundle<T>(bundle: string, host: HostContext, work: (b: Bundle) => Promise<T>): Promise<T> {
   const dir = resolve(bundle);
   if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new MeshError('E_NO_BUNDLE', `bundle folder ${bundle} does not exist`);
   const paths = hostPaths(host.root);
@@ -30,14 +60,12 @@ export async function applyBundle(bundle: string, host: HostContext): Promise<Re
   try {
     const ctx = passContext(host, config?.hostPackage ?? 'mesh-host');
     const store = await Store.openLoading(paths.store, host.load.storeChecks, ctx.faults);
-    const tree = withDeclarationCache(folderTree(dir, nodeDir(node)), join(paths.stateDir, 'bundle-cache.json'));
-    // The bundle is the node's own folder: no groups above it, and its facts are this machine's.
-    const body = await applyDeclaration({ config: { node }, store, ctx }, tree, null, { facts: collectFacts(host.root), place: placeOfDir(nodeDir(node)) });
-    if (store.journaled()) store.save(); // fold this pass's records into the snapshot; a no-op pass writes nothing
-    // A problem is named by the file the person wrote (b/base.yaml), not the fleet path it stands for (nodes/<node>/base.yaml).
     const asDir = nodeDir(node);
-    const named = (text: string) => text.replaceAll(`${asDir}/`, `${bundleFile(bundle, asDir, asDir)}/`);
-    return { ...body, errors: body.errors.map((e) => (e.file ? { ...e, file: bundleFile(bundle, asDir, e.file), message: named(e.message) } : e)) };
+    const renamed = (text: string) => text.replaceAll(`${asDir}/`, `${bundleFile(bundle, asDir, asDir)}/`);
+    const named = <P extends { file?: string; message: string }>(p: P): P => (p.file ? { ...p, file: bundleFile(bundle, asDir, p.file), message: renamed(p.message) } : p);
+    // The bundle is the node's own folder: no groups above it, and its facts are this machine's.
+    const opts: LoadOptions = { facts: collectFacts(host.root), place: placeOfDir(asDir) };
+    return await work({ node, store, ctx, tree: folderTree(dir, asDir), opts, named });
   } finally {
     release();
   }

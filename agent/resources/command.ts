@@ -87,6 +87,7 @@ const shown = (line: string[] | string) => (typeof line === 'string' ? JSON.stri
 export const commandHandler: Handler<CommandResource> = {
   triggeredBy: (r) => r.onChange ?? [],
   act: runCommand,
+  wouldAct: reasonToRun,
 
   // It has no state to read, compare or put back: the engine calls `act` in its place.
   read: async () => ({}),

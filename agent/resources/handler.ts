@@ -127,6 +127,8 @@ export interface Handler<R extends Resource = Resource> {
    * `trigger` says why a watched resource calls for it (see `triggeredBy`), or is undefined.
    */
   act?(r: R, ctx: ResourceContext, trigger: string | undefined): Promise<ResourceResult>;
+  /** With `act`: why it would act this pass (`--noop`), without acting; null when it would not. It may run read-only checks. */
+  wouldAct?(r: R, ctx: ResourceContext, trigger: string | undefined): Promise<string | null>;
   /**
    * Ids of the resources whose change calls for `act`. The engine records the trigger as
    * pending in the store in the same durable write as the change's intent, passes it to `act`

@@ -25,12 +25,12 @@ export interface Gate {
   lastApplied: string | null;
 }
 
-/** Check `tip` against the host's trust state, advancing the state when it is accepted. */
-export async function trustStage(host: Host, tip: string): Promise<Gate> {
+/** Check `tip` against the host's trust state, advancing the state when it is accepted (and `advance`: not under --noop). */
+export async function trustStage(host: Host, tip: string, advance = true): Promise<Gate> {
   const state = readTrust(host.paths, () => initialTrust(host));
   const verdict = await checkTip(hostSource(host), state, tip, host.ctx.now());
   if (verdict.ok) {
-    if (JSON.stringify(verdict.state) !== JSON.stringify(state)) writeTrust(host.paths, verdict.state);
+    if (advance && JSON.stringify(verdict.state) !== JSON.stringify(state)) writeTrust(host.paths, verdict.state);
     return { commit: tip, tip, signer: verdict.signer, mode: verdict.state.mode, lastApplied: tip };
   }
   const { ok: _ok, ...refusal } = verdict;

@@ -1,5 +1,5 @@
 /**
- * Unified diffs of file content for `mesh-cli plan`, with anything that looks like a secret
+ * Unified diffs of file content for `mesh-cli plan` and `mesh-host --noop`, with anything that looks like a secret
  * elided: the password of a URL (`postgres://app:…@db`), an Authorization header's value, the
  * value of a key whose name has a word like pass, password, secret, token or key (ini, env,
  * YAML and JSON lines), and the body of a private key block. A plan is posted on pull requests, so it must never carry a secret, but
