@@ -62,6 +62,7 @@ export async function applyPlan(steps: Step[], observed: Map<string, Observed>, 
       }
       if (step.action !== 'remove' && 'path' in step.resource && (line.result === 'created' || line.result === 'updated')) changedPaths.add(step.resource.path);
       results.push(line);
+      ctx.progress?.(results.length, ordered.length, step.id);
     }
   } finally {
     syncDeferredDirs(ctx.pass.dirsToSync); // the renames of this pass's file writes, one fsync per directory (see file.ts)

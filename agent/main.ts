@@ -11,6 +11,7 @@ import { MeshError } from '../core/errors.js';
 import { EXIT, exitWith, throwUsageErrors } from '../core/exit.js';
 import { processRunner } from './exec.js';
 import { faultsFrom } from './fault.js';
+import { progressLines } from './progress.js';
 import type { HostContext, Loaders } from './resources/handler.js';
 import { HOST_VERSION } from '../core/version.js';
 
@@ -28,7 +29,9 @@ const load: Loaders = {
   readConfig: async () => (await import('./config.js')).readConfig,
   hostUpgrade: async () => (await import('./upgrade/upgrade.js')).hostUpgrade,
 };
-const context = (root: string): HostContext => ({ root, exec: processRunner(process.env), now: () => new Date(), faults: faultsFrom(env.fault), load });
+// A long pass shows progress on a terminal only (progress.ts); a journal or a pipe gets the summary.
+const progress = process.stderr.isTTY ? progressLines((line) => process.stderr.write(`${line}\n`)) : undefined;
+const context = (root: string): HostContext => ({ root, exec: processRunner(process.env), now: () => new Date(), faults: faultsFrom(env.fault), load, ...(progress ? { progress } : {}) });
 
 const program = new Command('mesh-host')
   .description('the mesh agent: applies this machine\'s declaration from the fleet repo and reports back')

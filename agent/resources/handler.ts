@@ -5,6 +5,7 @@
  * say what cannot be verified here: the engine (apply.ts) uses each part when it is there and
  * knows no resource type by name.
  */
+import type { Progress } from '../progress.js';
 import type { Resource, PackageResource } from '../../schema/declaration.js';
 import type { OwnedRecord, ResourceResult } from '../../schema/report.js';
 import type { Observed } from '../../core/plan.js';
@@ -18,8 +19,8 @@ export type { Observed };
 
 /**
  * What the host is given once, by main.ts (the composition root): the machine's root, a
- * process runner, a clock, the faults a test asked for, and loaders for the code that a
- * process should compile only when it needs it.
+ * process runner, a clock, the faults a test asked for, loaders for the code that a
+ * process should compile only when it needs it, and where a long pass shows that it is alive.
  */
 export interface HostContext {
   root: string;
@@ -27,6 +28,8 @@ export interface HostContext {
   now: () => Date;
   faults: Faults;
   load: Loaders;
+  /** Told after each step of a pass (a terminal shows it; progress.ts). */
+  progress?: Progress;
 }
 
 /** Code compiled only when it is needed (start-up cost): main.ts hands in real imports; tests may hand in static ones. */
