@@ -5,7 +5,7 @@
  * lazily; and the one place errors become exit codes and messages (a stack trace is for bugs,
  * not for bad input).
  */
-import { Command } from 'commander';
+import { Command, Option } from 'commander';
 import { parseDuration } from '../core/duration.js';
 import { MeshError } from '../core/errors.js';
 import { EXIT, exitWith, throwUsageErrors } from '../core/exit.js';
@@ -36,7 +36,10 @@ const context = (root: string): HostContext => ({ root, exec: processRunner(proc
 const program = new Command('mesh-host')
   .description('the mesh agent: applies this machine\'s declaration from the fleet repo and reports back')
   .version(HOST_VERSION)
+  .addOption(new Option('--log-level <level>', 'how much to log on stderr (default: MESH_LOG_LEVEL, else info)').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']))
   .showHelpAfterError();
+/** The logger of a command that logs: JSON lines on stderr, drawn for a person when stderr is a terminal. */
+const logger = async () => (await import('./log.js')).createLogger('mesh-host', program.opts<{ logLevel?: string }>().logLevel ?? env.logLevel, process.stderr.isTTY);
 const withRoot = (c: Command) => c.option('--root <dir>', 'the machine\'s root folder (simulated machines use a temporary folder)', '/').option('--json', 'print results as JSON');
 
 withRoot(program.command('enrol').description('join the fleet with a one-time token').requiredOption('--token-file <file>', 'the token file from mesh-cli token issue'))
@@ -58,13 +61,12 @@ withRoot(program.command('run').description('the reconcile loop'))
   .action(async (o: { root: string; json?: boolean; once?: boolean; interval: number; heartbeat: number; noop?: boolean }) => {
     if (o.noop) {
       if (!o.once) throw new MeshError('E_USAGE', '--noop makes one pass that changes nothing: use it with --once');
-      const [{ noopPass }, { printNoop }, { createLogger }] = await Promise.all([import('./commands/noop.js'), import('./output.js'), import('./log.js')]);
-      const result = await noopPass(context(o.root), createLogger('mesh-host', env.logLevel));
+      const [{ noopPass }, { printNoop }, log] = await Promise.all([import('./commands/noop.js'), import('./output.js'), logger()]);
+      const result = await noopPass(context(o.root), log);
       process.exitCode = printNoop(result, Boolean(o.json));
       return;
     }
-    const [{ run }, { printPass }, { createLogger }, { parseProbation }] = await Promise.all([import('./commands/run.js'), import('./output.js'), import('./log.js'), import('./upgrade/upgrade.js')]);
-    const log = createLogger('mesh-host', env.logLevel);
+    const [{ run }, { printPass }, log, { parseProbation }] = await Promise.all([import('./commands/run.js'), import('./output.js'), logger(), import('./upgrade/upgrade.js')]);
     const stop = new AbortController();
     for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => stop.abort());
     const last = await run(context(o.root), log, { once: Boolean(o.once), intervalMs: o.interval, heartbeatMs: o.heartbeat, onPass: (p) => printPass(p, Boolean(o.json)), probationMs: parseProbation(env.probation) }, stop.signal);
