@@ -94,6 +94,26 @@ describe('a state folder restored from an older copy', { timeout: 120_000 }, () 
     expect(await row('web-2')).toMatchObject({ sequence: 7, signature: 'valid', chain: 'ok' });
     expect(await history('web-2')).toEqual(['report web-2 #7', 'report web-2 #6', 'report web-2 #5', 'report web-2 #4', 'report web-2 #3', 'report web-2 #2', 'report web-2 #1']);
   });
+
+  it('a git cache deleted by hand: the next pass continues from the server\'s branch, not from a new root', async () => {
+    const root = await fleet.enrol('web-4');
+    await fleet.commit(motd('web-4', 'one'), 'web-4: one');
+    expect((await pass(root)).body).toMatchObject({ sequence: 2, delivery: 'pushed' });
+    await history('web-4');
+    const second = JSON.parse(await git(fleet.checkout, 'show', 'origin/reports/web-4:status.json')) as { observedAt: string };
+    rmSync(join(stateDir(root), 'git'), { recursive: true });
+
+    await fleet.commit(motd('web-4', 'two'), 'web-4: two');
+    const recovered = await pass(root);
+    expect(recovered.code, recovered.stderr + recovered.stdout).toBe(0);
+    expect(recovered.body).toMatchObject({ sequence: 3, outcome: 'applied', delivery: 'pushed', disconnected: null });
+    expect(recovered.body!.errors).toEqual([{
+      code: 'E_REPORT_BRANCH_AHEAD',
+      message: `the server's report branch holds a report that is not in this machine's history (report #2, made at ${second.observedAt}): this machine's git cache, or the server, was likely replaced or restored from an older copy; continuing from it`,
+    }]);
+    expect(await history('web-4')).toEqual(['report web-4 #3', 'report web-4 #2', 'report web-4 #1']);
+    expect(await row('web-4')).toMatchObject({ sequence: 3, signature: 'valid', chain: 'ok' });
+  });
 });
 
 describe('a report branch whose tip this host did not sign', { timeout: 120_000 }, () => {
