@@ -93,14 +93,15 @@ export async function continueFromServer(repo: FleetRepo, store: Store, config: 
   const theirs = ownReport(config, status, sig);
   if (typeof theirs === 'string') throw foreignTip(config.node, tip, theirs);
   const last = store.data.report.sequence;
-  await repo.point(ref, tip);
-  // contentHash: unknown, so that the next report is a real one (it carries this line), never a heartbeat.
+  // The store first: a crash before the branch moves leaves a report that the next push refuses again, and this runs again.
+  // contentHash: unknown, so that the next report is a real one (it carries the line), never a heartbeat.
   store.data.report = { sequence: theirs.sequence, hash: sha256(status!), contentHash: null, at: theirs.observedAt, pushed: true };
   store.save();
+  await repo.point(ref, tip);
   const made = `report #${theirs.sequence}, made at ${theirs.observedAt}`;
   const message = theirs.sequence >= last
     ? `the server's report branch was ahead of this machine's (${made}): the state folder was likely restored from an older copy; continuing from it`
-    : `the server's report branch holds a report this machine's git cache did not have (${made}; this machine had got to #${last}): the cache was likely replaced or restored from an older copy; continuing from it`;
+    : `the server's report branch holds a report that is not in this machine's history (${made}): this machine's git cache, or the server, was likely replaced or restored from an older copy; continuing from it`;
   return { code: 'E_REPORT_BRANCH_AHEAD', message };
 }
 

@@ -91,8 +91,8 @@ export async function openFleetRepo(gitdir: string, url: string, http: HttpClien
    * fetches as "have", and without one every fetch would send the whole tree again.
    * Returns the fetched tip, or null when the server has no such branch.
    */
-  const fetchInto = async (dir: string, branch: string, depth?: number, from = url) => {
-    const tip = await network('fetch', () => fetchBranch({ gitdir: dir, http, url: from, branch, cache, ...(depth ? { depth } : {}) }));
+  const fetchInto = async (dir: string, branch: string, depth?: number) => {
+    const tip = await network('fetch', () => fetchBranch({ gitdir: dir, http, url, branch, cache, ...(depth ? { depth } : {}) }));
     if (tip) await git.writeRef({ fs, gitdir: dir, ref: `refs/heads/${branch}`, value: tip, force: true });
     return tip;
   };

@@ -20,6 +20,8 @@ export interface Outgoing {
 }
 
 const MAX_COMMITS = 64;
+/** How far back `ours` looks: past any history a host keeps between two renewals of its git cache (renew.ts). */
+const MAX_HISTORY = 4096;
 
 /** The objects the server lacks for `tip`, given its tip `remote` (null: the branch is new); null when they cannot be found locally. */
 export async function outgoing(gitdir: string, tip: string, remote: string | null): Promise<Outgoing | null> {
@@ -70,7 +72,7 @@ export async function pushOne(http: HttpClient, url: string, gitdir: string, ref
  */
 export async function ours(gitdir: string, server: string, tip: string, remote: string | null): Promise<boolean> {
   if (server === remote || wasReplaced(gitdir, server)) return true;
-  for (let c: string | undefined = tip, i = 0; c && i < MAX_COMMITS; i++) {
+  for (let c: string | undefined = tip, i = 0; c && i < MAX_HISTORY; i++) {
     if (c === server) return true;
     c = (await readCommit(gitdir, c))?.parent[0];
   }
