@@ -42,7 +42,7 @@ import { findNode, NOT_DECLARATIONS } from '../core/fleet/layout.js';
 import { collectFacts } from './facts.js';
 import { MeshError, messageOf } from '../core/errors.js';
 import type { Host } from './host.js';
-import { buildReport, recordReport, sameAsLast, sendReports, type ReportBody } from './report.js';
+import { buildReport, continueFromServer, recordReport, sameAsLast, sendReports, type ReportBody } from './report.js';
 import { credentialRefused, nothingApplied, sealed, trustStage } from './trust/gate.js';
 import type { HostPaths } from './paths.js';
 
@@ -170,7 +170,8 @@ function labelled(assignment: Assignment, body: ReportBody): ReportBody {
   return { ...body, outcome: body.outcome === 'failed' ? 'failed' : assignment.as, errors: [...assignment.errors, ...body.errors] };
 }
 
-async function report(host: Host, body: ReportBody, heartbeatMs: number, disconnected?: string): Promise<PassResult> {
+/** `continued`: this pass already continued from the server's report branch once (the push after that is not retried again). */
+async function report(host: Host, body: ReportBody, heartbeatMs: number, disconnected?: string, continued = false): Promise<PassResult> {
   const now = host.ctx.now();
   const report = buildReport(host.config, host.store, body, now);
   const last = host.store.data.report;
@@ -183,10 +184,20 @@ async function report(host: Host, body: ReportBody, heartbeatMs: number, disconn
     await sendReports(host.repo, host.store, host.config.node);
     return { report, delivery: 'pushed', sent: true };
   } catch (e) {
+    // The server's report branch moved on without this host: continue from it (if it is this host's own) and report again, saying why.
+    if (e instanceof MeshError && e.code === 'E_REPORT_BRANCH_AHEAD' && !continued) {
+      const line = await continueFromServer(host.repo, host.store, host.config);
+      return again(host, { ...body, errors: [...body.errors, line] }, heartbeatMs);
+    }
     host.store.data.lastError = { at: now.toISOString(), message: messageOf(e) };
     host.store.save();
     return { report, delivery: 'kept', sent: false, disconnected: messageOf(e) };
   }
+}
+
+/** `report` once more, after continuing from the server's report branch (a second refusal in the same pass is not followed again). */
+function again(host: Host, body: ReportBody, heartbeatMs: number): Promise<PassResult> {
+  return report(host, body, heartbeatMs, undefined, true);
 }
 
 function storeLost(host: Host): MeshError {

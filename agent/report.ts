@@ -3,7 +3,8 @@
  * (OpenSSH signature, namespace mesh-report) and committed with an SSH-signed commit on
  * the local branch reports/<node>, whose parent is the host's own previous report, so a
  * shallow host never needs history to push. An unsent report stays on the local branch
- * and goes out with the next push.
+ * and goes out with the next push. A server branch that moved on without this host (its state
+ * folder restored from an older copy) is continued from, when its tip is this host's own report.
  */
 import { createHash, type KeyObject } from 'node:crypto';
 import { REPORT_NAMESPACE, type OwnedRecord, type Report } from '../schema/report.js';
@@ -13,6 +14,11 @@ import { gitSigner, signSsh } from '../core/sign/sshsig.js';
 import type { Store } from './store/store.js';
 import { HOST_VERSION } from '../core/version.js';
 import { SIGNATURE_FILE, STATUS_FILE, reportRef } from '../core/report/branch.js';
+import { parseReport } from '../core/report/verify.js';
+import { fingerprint, sameKey, verifySsh } from '../core/sign/sshsig.js';
+import { MeshError } from '../core/errors.js';
+
+type ReportLine = Report['errors'][number];
 
 export type ReportBody = Pick<Report, 'kind' | 'commit' | 'digest' | 'outcome' | 'errors' | 'resources'> & Partial<Pick<Report, 'counts' | 'facts' | 'profile' | 'inventory' | 'briefing' | 'signer' | 'trust' | 'lastApplied'>>;
 
@@ -84,6 +90,69 @@ export async function sendReports(repo: FleetRepo, store: Store, node: string): 
   await repo.push(reportRef(node));
   store.data.report.pushed = true;
   store.save();
+}
+
+/**
+ * The server's report branch holds a report this host's git cache does not (fleet/git.ts refused to
+ * push over it): its state folder was restored from an older copy, or the cache was replaced. When
+ * the server's tip is this host's own report (signed with its node key, for its node and
+ * generation), the local branch and the store continue from it, and the line returned says so in
+ * the next report; reports made here since and not sent are dropped (that report replaces them).
+ * Anything else is refused and left on the server as it is: not adopted, not pushed over.
+ */
+export async function continueFromServer(repo: FleetRepo, store: Store, config: HostConfig): Promise<ReportLine> {
+  const ref = reportRef(config.node);
+  const tip = await repo.peek(ref);
+  if (tip === null) throw new MeshError('E_PUSH_REJECTED', `the server's ${ref} vanished while this host pushed; the next pass pushes again`, { next: 'retry' });
+  const tree = repo.tree(tip);
+  const [status, sig] = [await tree.read(STATUS_FILE), await tree.read(SIGNATURE_FILE)];
+  const theirs = ownReport(config, status, sig);
+  if (typeof theirs === 'string') throw foreignTip(config.node, tip, theirs);
+  const last = store.data.report.sequence;
+  // The store first: a crash before the branch moves leaves a report that the next push refuses again, and this runs again.
+  // contentHash: unknown, so that the next report is a real one (it carries the line), never a heartbeat.
+  store.data.report = { sequence: theirs.sequence, hash: sha256(status!), contentHash: null, at: theirs.observedAt, pushed: true };
+  store.save();
+  await repo.point(ref, tip);
+  const made = `report #${theirs.sequence}, made at ${theirs.observedAt}`;
+  const message = theirs.sequence >= last
+    ? `the server's report branch was ahead of this machine's (${made}): the state folder was likely restored from an older copy; continuing from it`
+    : `the server's report branch holds a report that is not in this machine's history (${made}): this machine's git cache, or the server, was likely replaced or restored from an older copy; continuing from it`;
+  return { code: 'E_REPORT_BRANCH_AHEAD', message };
+}
+
+/** The report `status` (signed `sig`) when this host made it: its node key signed it, for its node and generation; otherwise why not. */
+function ownReport(config: HostConfig, status: string | null, sig: string | null): Report | string {
+  if (status === null) return 'it holds no status.json';
+  if (sig === null) return 'its status.json is not signed';
+  const signed = verifySsh(status, sig, REPORT_NAMESPACE);
+  if (!signed.ok) return `the signature of its status.json does not verify (${signed.reason})`;
+  const parsed = parseReport(config.node, status);
+  const claims = parsed.ok ? ` (it claims to be report #${parsed.value.sequence} of ${parsed.value.node} generation ${parsed.value.generation})` : '';
+  if (!sameKey(signed.publicKey, config.nodeKey)) return `its status.json is signed by ${fingerprint(signed.publicKey)}, not by this machine's node key ${fingerprint(config.nodeKey)}${claims}`;
+  if (!parsed.ok) return `its status.json does not parse: ${parsed.problems[0]?.message}`;
+  const r = parsed.value;
+  if (r.node !== config.node || r.generation !== config.generation || !namesKey(r.nodeKey, config.nodeKey)) return `it is report #${r.sequence} of ${r.node} generation ${r.generation}, not of this machine (${config.node} generation ${config.generation})`;
+  return r;
+}
+
+/** Whether the key line `line` (a report may say anything) names `key`. */
+function namesKey(line: string, key: string): boolean {
+  try {
+    return sameKey(line, key);
+  } catch {
+    return false;
+  }
+}
+
+function foreignTip(node: string, tip: string, why: string): MeshError {
+  return new MeshError(
+    'E_REPORT_BRANCH_FOREIGN',
+    `the server's reports/${node} (${tip.slice(0, 12)}) holds a report this machine did not make: ${why}. It is neither adopted nor pushed over; ` +
+      `this machine keeps its reports until the branch holds one of its own again. Someone with this node's credential or the operator's rewrote the branch: ` +
+      `look at it ('mesh-cli status'), then put back the last report this machine made, or revoke the node ('mesh-cli revoke ${node}') if its credential leaked`,
+    { next: 'human', data: { tip } },
+  );
 }
 
 /** `sha256:<hex>` of `text`: how a report names the one before it. */

@@ -23,6 +23,8 @@ export interface FetchArgs {
   /** Shallow: how many commits; with `relative`, how many more behind the shallow boundary. */
   depth?: number;
   relative?: boolean;
+  /** Bring the objects only: the remote-tracking ref stays where it was (the caller checks the tip before it points anything at it). */
+  moveNoRef?: boolean;
 }
 
 /** Fetch `branch` from `url` into `gitdir`; its tip, or null when the server has no such branch. Throws, with every ref as before, when the transfer fails. */
@@ -40,6 +42,7 @@ export async function fetchBranch(a: FetchArgs): Promise<string | null> {
       });
     const tip = result.fetchHead ?? null;
     if (tip && !(await readable(a.gitdir, tip, a.cache))) throw new Error(`the transfer ended before commit ${tip.slice(0, 12)} of ${a.branch} had arrived`);
+    if (a.moveNoRef) await restoreTracking(a.gitdir, a.branch, before.tracking);
     return tip;
   } catch (e) {
     await restore(a.gitdir, a.branch, before);
@@ -71,9 +74,7 @@ async function snapshot(gitdir: string, branch: string): Promise<Snapshot> {
 }
 
 async function restore(gitdir: string, branch: string, s: Snapshot): Promise<void> {
-  const ref = `refs/remotes/origin/${branch}`;
-  if (s.tracking) await git.writeRef({ fs, gitdir, ref, value: s.tracking, force: true });
-  else await git.deleteRef({ fs, gitdir, ref }).catch(() => undefined);
+  await restoreTracking(gitdir, branch, s.tracking);
   const shallowFile = join(gitdir, 'shallow');
   if (s.shallow === null) fs.rmSync(shallowFile, { force: true });
   else fs.writeFileSync(shallowFile, s.shallow);
@@ -81,6 +82,12 @@ async function restore(gitdir: string, branch: string, s: Snapshot): Promise<voi
   for (const f of packFiles(gitdir)) {
     if (!s.packs.has(f) && f.endsWith('.pack') && !fs.existsSync(join(gitdir, 'objects/pack', f.replace(/\.pack$/, '.idx')))) fs.rmSync(join(gitdir, 'objects/pack', f), { force: true });
   }
+}
+
+async function restoreTracking(gitdir: string, branch: string, tracking: string | null): Promise<void> {
+  const ref = `refs/remotes/origin/${branch}`;
+  if (tracking) await git.writeRef({ fs, gitdir, ref, value: tracking, force: true });
+  else await git.deleteRef({ fs, gitdir, ref }).catch(() => undefined);
 }
 
 function packFiles(gitdir: string): string[] {

@@ -17,7 +17,7 @@ import { cacheFault, forgetRecovery, moveAside, pendingAdoptions, recoveryNote, 
 import { fetchBranch, readable } from './fetch.js';
 import { lsRefs } from './ls-refs.js';
 import { treeReader } from './tree.js';
-import { outgoing, pushOne } from './push.js';
+import { ours, outgoing, pushOne } from './push.js';
 import { DEFAULT_UPKEEP, noteReplaced, pruneReplaced, recoverSwap, renewIfOutgrown, type Upkeep } from './renew.js';
 
 export interface CommitOptions {
@@ -42,6 +42,10 @@ export interface FleetRepo {
   local(ref: string): Promise<string | null>;
   /** Fetch the server's `ref` (its tip and parent) and point the local `ref` at it; null when the server has none. */
   adopt(ref: string): Promise<string | null>;
+  /** Fetch the tip (and parent) of the server's report branch `ref` from the push URL, moving no ref here; its tip, or null when the server has none. */
+  peek(ref: string): Promise<string | null>;
+  /** Point the local `ref` and its remote-tracking ref at `oid`, a commit `peek` fetched (the caller has checked it). */
+  point(ref: string, oid: string): Promise<void>;
   /** How long the server asked us to wait (HTTP 429/503 Retry-After) when it last refused us, in ms; null after a success. */
   retryAfterMs(): number | null;
   /** Fetch `depth` more commits of `branch`'s history behind the shallow boundary (trust/check.ts: to decide ancestry). */
@@ -80,7 +84,7 @@ export async function openFleetRepo(gitdir: string, url: string, http: HttpClien
       throw networkError(what, what === 'push' ? pushUrl : url, e);
     }
   };
-  const serverTip = async (ref: string) => (await network('poll', () => lsRefs(http, url, ref))).find((r) => r.ref === ref)?.oid ?? null;
+  const serverTip = async (ref: string, at = url) => (await network('poll', () => lsRefs(http, at, ref))).find((r) => r.ref === ref)?.oid ?? null;
   /**
    * Fetch `branch` into `dir` (depth: shallow, or incremental when undefined) and point the local
    * branch of that name at it: isomorphic-git offers the server only a local branch of the name it
@@ -110,7 +114,12 @@ export async function openFleetRepo(gitdir: string, url: string, http: HttpClien
 
   /** isomorphic-git's push: asks for the server's refs first, then sends what they lack. */
   const slowPush = async (ref: string, force: boolean) => {
-    const result = await network('push', () => git.push({ fs, http, gitdir, cache, url: pushUrl, corsProxy: '', ref, remoteRef: ref, force }));
+    const result = await network('push', () =>
+      git.push({ fs, http, gitdir, cache, url: pushUrl, corsProxy: '', ref, remoteRef: ref, force }).catch((e: unknown) => {
+        if (e instanceof Errors.PushRejectedError) throw new MeshError('E_PUSH_REJECTED', `the server refused the report push to ${ref}: its tip moved while this host pushed; the next pass pushes again`, { next: 'retry', cause: e });
+        throw e;
+      }),
+    );
     const status = result.refs[ref];
     if (!result.ok || (status && !status.ok)) {
       throw new MeshError('E_PUSH_REJECTED', `the server refused the report push to ${ref}: ${status?.error ?? result.error ?? 'unknown reason'}`, { next: 'retry' });
@@ -150,6 +159,14 @@ export async function openFleetRepo(gitdir: string, url: string, http: HttpClien
       if (!tip) return null;
       return fetchInto(gitdir, ref.replace(/^refs\/heads\//, ''), 2);
     },
+    async peek(ref) {
+      if (!(await serverTip(ref, pushUrl))) return null;
+      return network('fetch', () => fetchBranch({ gitdir, http, url: pushUrl, branch: ref.replace(/^refs\/heads\//, ''), cache, depth: 2, moveNoRef: true }));
+    },
+    async point(ref, oid) {
+      await git.writeRef({ fs, gitdir, ref, value: oid, force: true });
+      await git.writeRef({ fs, gitdir, ref: ref.replace(/^refs\/heads\//, 'refs/remotes/origin/'), value: oid, force: true });
+    },
     async push(ref, opts = {}) {
       const tip = await resolveOr(ref);
       if (!tip) throw new MeshError('E_NOTHING_TO_PUSH', `there is no local ${ref} to push`);
@@ -162,7 +179,12 @@ export async function openFleetRepo(gitdir: string, url: string, http: HttpClien
         const out = await outgoing(gitdir, tip, remote);
         const quick = out && (out.fastForward || force) ? await network('push', () => pushOne(http, pushUrl, gitdir, ref, remote, tip, out.oids)) : null;
         if (quick === 'ok') await git.writeRef({ fs, gitdir, ref: tracking, value: tip, force: true });
-        else await slowPush(ref, force);
+        else {
+          // The server's tip is not the one we last saw: replace (or build on) it only if it is ours.
+          const server = await serverTip(ref, pushUrl);
+          if (server !== null && !(await ours(gitdir, server, tip, remote))) throw branchAhead(ref, server);
+          await slowPush(ref, force);
+        }
       }
       forgetRecovery(gitdir); // the report that said so is delivered
       await pruneReplaced(gitdir, tip);
@@ -193,6 +215,11 @@ async function init(gitdir: string, url: string): Promise<void> {
 async function keepRemoteUrl(gitdir: string, url: string): Promise<void> {
   const written = await git.getConfig({ fs, gitdir, path: 'remote.origin.url' }).catch(() => undefined);
   if (written !== url) await git.setConfig({ fs, gitdir, path: 'remote.origin.url', value: url });
+}
+
+/** The server's report branch `ref` is at `tip`, a commit this host's history does not have: it must not be pushed over (report.ts decides what to do). */
+function branchAhead(ref: string, tip: string): MeshError {
+  return new MeshError('E_REPORT_BRANCH_AHEAD', `the server's ${ref.replace(/^refs\/heads\//, '')} is at ${tip.slice(0, 12)}, a report this machine's git cache does not have`, { next: 'retry', data: { ref, tip } });
 }
 
 /** Failures to reach the server become retryable errors that say what was tried; a busy server's error passes as it is. */

@@ -4,11 +4,13 @@
  * posts the pack. A node owns its report branch and knows the tip it last pushed, so it can post
  * "old → new" and the pack straight away: git's smart HTTP is stateless. When the server's tip is
  * not the one we expected the server refuses the update, and the caller falls back to the usual
- * two-request push, which looks before it leaps.
+ * two-request push, which looks before it leaps — but only over a tip that is the host's own
+ * history (`ours`): a report branch that moved on without this host is not pushed over.
  */
 import * as fs from 'node:fs';
 import git, { type HttpClient } from 'isomorphic-git';
 import { pktLine, pktTextLines } from './pkt-line.js';
+import { wasReplaced } from './renew.js';
 
 /** What to send: every object of the commits from `tip` back to the first one the server has. */
 export interface Outgoing {
@@ -18,6 +20,8 @@ export interface Outgoing {
 }
 
 const MAX_COMMITS = 64;
+/** How far back `ours` looks: past any history a host keeps between two renewals of its git cache (renew.ts). */
+const MAX_HISTORY = 4096;
 
 /** The objects the server lacks for `tip`, given its tip `remote` (null: the branch is new); null when they cannot be found locally. */
 export async function outgoing(gitdir: string, tip: string, remote: string | null): Promise<Outgoing | null> {
@@ -58,6 +62,21 @@ export async function pushOne(http: HttpClient, url: string, gitdir: string, ref
   if (lines[0] !== 'unpack ok') return lines[0] ?? 'no answer';
   const verdict = lines.find((l) => l === `ok ${ref}` || l.startsWith(`ng ${ref} `));
   return verdict === `ok ${ref}` ? 'ok' : (verdict ?? 'no verdict for the ref');
+}
+
+/**
+ * Whether the server's tip `server` of a report branch is this host's own history, which a push of
+ * `tip` may build on or (a heartbeat) replace: the tip last seen there (`remote`), a commit below
+ * `tip`, or a heartbeat this host replaced. Anything else was pushed by someone else, or by this
+ * machine before its state folder was restored from an older copy.
+ */
+export async function ours(gitdir: string, server: string, tip: string, remote: string | null): Promise<boolean> {
+  if (server === remote || wasReplaced(gitdir, server)) return true;
+  for (let c: string | undefined = tip, i = 0; c && i < MAX_HISTORY; i++) {
+    if (c === server) return true;
+    c = (await readCommit(gitdir, c))?.parent[0];
+  }
+  return false;
 }
 
 async function readCommit(gitdir: string, oid: string): Promise<{ tree: string; parent: string[] } | null> {

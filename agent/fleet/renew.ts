@@ -98,6 +98,12 @@ export function noteReplaced(gitdir: string, oid: string): void {
   fs.appendFileSync(join(gitdir, REPLACED), `${oid}\n`);
 }
 
+/** Whether `oid` is a heartbeat this host replaced and whose objects are still here. */
+export function wasReplaced(gitdir: string, oid: string): boolean {
+  const file = join(gitdir, REPLACED);
+  return fs.existsSync(file) && fs.readFileSync(file, 'utf8').split('\n').includes(oid);
+}
+
 /** Delete the loose objects of replaced heartbeats that the tree of `keep` (the pushed tip) does not use. */
 export async function pruneReplaced(gitdir: string, keep: string): Promise<void> {
   const file = join(gitdir, REPLACED);
