@@ -81,7 +81,13 @@ export function recoverStore(store: Store, node: string, last: LastReport | null
   const verified = verifyReport(node, last.status, last.sig, identity);
   const report = verified.report;
   if (!report || !verified.chained) {
-    return { check, ok: false, detail: `the last report on reports/${node} does not verify (${verified.signature}: ${verified.reason}); nothing recovered, so what mesh owned here is not known` };
+    return {
+      check,
+      ok: false,
+      detail:
+        `the last report on reports/${node} does not verify (${verified.signature}: ${verified.reason}); nothing recovered, so what mesh owned here is not known. ` +
+        `If this machine owns nothing of mesh's (a new machine), delete that branch as the operator ('git push origin --delete reports/${node}'), then issue a new token and enrol again`,
+    };
   }
   // The report keeps no copy of what was there before mesh: mark it unknown, so that un-declaring releases it.
   store.data.owned = report.owned.map((r) => (r.prior?.existed ? { ...r, prior: { existed: true, known: false } } : r));

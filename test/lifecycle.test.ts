@@ -387,6 +387,25 @@ describe('store loss', () => {
     ]);
     expect(run.body.owned.map((o: { id: string }) => o.id)).toEqual(['directory:/srv/made']);
   });
+
+  it('a report branch that does not verify makes a re-enrolled machine ineligible and says how to start afresh; deleting the branch does', async () => {
+    await fleet.enrol('st-2');
+    // The branch is blanked with a commit that is no report (here with the operator's credential; the node's, which its token holds, can too).
+    const blank = tempDir('mesh-blank-');
+    await git(blank, 'init', '--quiet');
+    await git(blank, '-c', 'user.name=x', '-c', 'user.email=x@x', 'commit', '--quiet', '--allow-empty', '-m', 'blank');
+    await git(blank, 'push', '--quiet', '--force', fleet.repoUrl, 'HEAD:refs/heads/reports/st-2');
+    const fresh = machine(fleet, 'st-2-new');
+    const ineligible = await host(fresh, 'enrol', '--token-file', await token(fleet, 'st-2'));
+    expect(ineligible.code).toBe(1);
+    const line = ineligible.body.briefing.find((l: { check: string }) => l.check === 'store recovered');
+    expect(line).toMatchObject({ ok: false, detail: expect.stringContaining("delete that branch as the operator ('git push origin --delete reports/st-2'), then issue a new token and enrol again") });
+
+    await git(fleet.checkout, 'push', '--quiet', 'origin', '--delete', 'reports/st-2');
+    const again = await host(machine(fleet, 'st-2-again'), 'enrol', '--token-file', await token(fleet, 'st-2'));
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.body.briefing.find((l: { check: string }) => l.check === 'store recovered')).toMatchObject({ ok: true, detail: 'new store: reports/st-2 has no earlier report' });
+  });
 });
 
 describe('disconnected', () => {
