@@ -112,17 +112,19 @@ function nodeTable(nodes: NodeStatus[], pending: Map<string, string>, now: Date)
   const rows = nodes.map((n) => {
     const outcome = n.outcome ?? (n.claimed ? `claims ${n.claimed.outcome} (not verified)` : 'no report');
     const notes = [...(n.signature !== 'valid' && n.reason ? [n.reason] : []), ...(n.chain !== 'ok' ? [`report chain ${n.chain}`] : []), ...(n.errors ?? [])];
-    const waitingFor = pending.get(n.node);
-    if (waitingFor && tone(n) !== 'problem') notes.push(`outstanding: has not applied ${waitingFor.slice(0, 12)} yet`);
-    const cls = `${waitingFor && tone(n) !== 'problem' ? 'waiting' : tone(n)} ${n.outcome ?? 'none'}`;
+    const own = tone(n);
+    const waitingFor = own === 'problem' || own === 'quiet' ? undefined : pending.get(n.node);
+    if (waitingFor) notes.push(`outstanding: has not applied ${waitingFor.slice(0, 12)} yet`);
+    const cls = `${waitingFor ? 'waiting' : own} ${n.outcome ?? 'none'}`;
     return `<tr class="${esc(cls)}"><td>${esc(n.node)}</td><td>${esc(contact(n.lastContact, now))}</td><td><code>${esc(n.commit?.slice(0, 12) ?? '-')}</code></td><td>${esc(outcome)}${notes.map((x) => `<div class="detail">${esc(x)}</div>`).join('')}</td><td>${esc(n.hostVersion ?? '-')}</td><td>${esc(n.signature)}</td></tr>`;
   });
   return `<table class="fleet">\n<tr><th>node</th><th>last contact</th><th>commit</th><th>outcome</th><th>host</th><th>signature</th></tr>\n${rows.join('\n')}\n</table>`;
 }
 
-/** A node's tone: a report that does not verify or a broken chain is a problem whatever it claims; no report yet is waiting. */
+/** A node's tone: revoked is quiet (it no longer counts); a report that does not verify or a broken chain is a problem whatever it claims; no report yet is waiting. */
 function tone(n: NodeStatus): Tone {
-  if ((n.signature !== 'valid' && n.signature !== 'missing') || n.chain !== 'ok') return 'problem';
+  if (n.signature === 'revoked') return 'quiet';
+  if (n.signature === 'invalid' || n.chain !== 'ok') return 'problem';
   return n.outcome === null ? 'waiting' : (TONE[n.outcome] ?? 'problem');
 }
 
