@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian tools mesh's tests use (the real git http-backend, ssh-keygen, dpkg,
-# apt-get, useradd, systemctl, openssl for the self-signed certificates of the https tests),
-# only those that are missing. Needs root (or sudo).
+# apt-get, useradd, systemctl, openssl for the self-signed certificates of the https tests,
+# chromium-headless-shell for the test that renders the status page in a real browser), only
+# those that are missing. Needs root (or sudo).
 set -euo pipefail
 declare -A provides=(
   [git]=git
@@ -12,6 +13,7 @@ declare -A provides=(
   [useradd]=passwd
   [systemctl]=systemd
   [openssl]=openssl
+  [chromium-headless-shell]=chromium-headless-shell
 )
 missing=()
 for tool in "${!provides[@]}"; do

@@ -339,7 +339,8 @@ describe('deploy is a commit', () => {
     const xml = checkXml(page);
     expect(xml.problems).toEqual([]);
     for (const node of [...WEB, 'db-1', 'lab-1']) expect(xml.text).toContain(node);
-    expect(page).not.toMatch(/<script|<link|src=/);
+    expect(page).not.toMatch(/<link|src=/); // self-contained: its one script (the contrast check) is inline
+    expect(page.match(/<script\b[^>]*>/g)).toEqual(['<script>']);
     const rows = [...page.matchAll(/<tr><td><code>([0-9a-f]{12})<\/code>.*?<td>(\d+ applied, \d+ failed, \d+ outstanding of \d+)<\/td><\/tr>/g)].map((m) => `${normalise(m[1]!, commits)} ${m[2]}`);
     // web-3 applied <merge> and <base>, then failed at <later>: only <later>'s rollout is red.
     expect(rows).toEqual(['<db> 0 applied, 0 failed, 1 outstanding of 1', '<later> 0 applied, 1 failed, 0 outstanding of 1', '<merge> 4 applied, 0 failed, 0 outstanding of 4', '<base> 5 applied, 0 failed, 0 outstanding of 5']);

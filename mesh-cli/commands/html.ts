@@ -1,9 +1,13 @@
 /**
- * `mesh-cli status --html FILE`: one self-contained page (no scripts, no external files) for
- * the people who would rather look than read: the fleet table with each node's last contact,
- * and the rollouts of the last commits on main that changed any declaration, as bars of
- * applied / failed / outstanding. Written as polyglot XHTML, so that any strict XML parser
- * can check it and any browser can show it.
+ * `mesh-cli status --html FILE`: one self-contained page (no external files) for the people
+ * who would rather look than read: the rollouts of the last commits on main that changed any
+ * declaration, as bars of applied / failed / outstanding as they were for each commit (a node's
+ * later failure is a note on the old rollout, not its colour), and the fleet table with each
+ * node's last contact. Problems are the loudest thing on the page, outstanding is calmer,
+ * healthy rows are quiet; every text/background pair meets WCAG AA. A small inline script
+ * writes each row's lowest contrast ratio into the page (`data-contrast`), so that a browser
+ * test can check what a person sees; the page reads the same without it. Written as polyglot
+ * XHTML, so that any strict XML parser can check it and any browser can show it.
  */
 import type { Fleet } from '../fleet.js';
 import { contact } from '../../core/duration.js';
@@ -24,6 +28,20 @@ interface CommitRollout {
   rollout: Rollout;
 }
 
+/** How loud a row is: a problem loudest, waiting calmer, ok and quiet in the background. */
+type Tone = 'ok' | 'quiet' | 'waiting' | 'problem';
+
+/** A report's outcome → its row's tone; an outcome not listed here is shown as a problem. */
+const TONE: Record<string, Tone> = {
+  applied: 'ok',
+  retired: 'quiet',
+  enrolled: 'waiting',
+  failed: 'problem',
+  untrusted: 'problem',
+  ineligible: 'problem',
+  unverified: 'problem',
+};
+
 /** The page for `nodes` (from fleetStatus), with the rollouts of the last commits on the fetched main. */
 export async function fleetPage(fleet: Fleet, nodes: NodeStatus[], summary: string, now: Date): Promise<string> {
   const rollouts = await lastRollouts(fleet);
@@ -38,7 +56,8 @@ export async function fleetPage(fleet: Fleet, nodes: NodeStatus[], summary: stri
     '<h2>Rollouts of the last commits</h2>',
     rollouts.length === 0 ? '<p>No commit on main has changed a declaration yet.</p>' : rolloutTable(rollouts),
     '<h2>Nodes</h2>',
-    nodeTable(nodes, now),
+    nodeTable(nodes, pendingNodes(rollouts), now),
+    `<script>${CONTRAST_SCRIPT}</script>`,
     '</body>',
     '</html>',
     '',
@@ -57,29 +76,56 @@ async function lastRollouts(fleet: Fleet): Promise<CommitRollout[]> {
   return result;
 }
 
+/** The nodes still outstanding (or never reported) in the newest drawn rollout that affected them. */
+function pendingNodes(rollouts: CommitRollout[]): Map<string, string> {
+  const pending = new Map<string, string>();
+  const judged = new Set<string>();
+  for (const { commit, rollout: r } of rollouts) {
+    for (const o of [...r.outstanding.map((x) => x.node), ...r.unknown]) if (!judged.has(o)) pending.set(o, commit);
+    for (const node of r.affected) judged.add(node);
+  }
+  return pending;
+}
+
 function rolloutTable(rollouts: CommitRollout[]): string {
   const rows = rollouts.map(({ commit, subject, date, rollout: r }) => {
     const total = r.affected.length;
+    // Rendered defensively until rollout.ts lists unverified nodes of its own.
+    const unverified = ((r as { unverified?: { node: string }[] }).unverified ?? []).map((n) => n.node);
     const part = (kind: string, names: string[]) =>
       names.length ? `<span class="${kind}" style="width:${((100 * names.length) / total).toFixed(2)}%" title="${esc(`${kind}: ${names.join(', ')}`)}">${names.length}</span>` : '';
-    const bar = part('applied', r.applied.map((n) => n.node)) + part('failed', r.failed.map((n) => n.node)) + part('outstanding', r.outstanding.map((n) => n.node));
+    const bar = part('applied', r.applied.map((n) => n.node)) + part('failed', r.failed.map((n) => n.node)) + part('unverified', unverified) + part('outstanding', r.outstanding.map((n) => n.node));
     const detail = [
-      ...r.failed.map((f) => `${f.node} failed: ${f.reason}`),
-      ...(r.outstanding.length ? [`outstanding: ${r.outstanding.map((o) => o.node).join(', ')}`] : []),
+      ...r.failed.map((f) => ['problem', `${f.node} failed: ${f.reason}`]),
+      ...unverified.map((node) => ['problem', `${node} unverified: converged, but not every check could be made`]),
+      ...(r.outstanding.length ? [['waiting', `outstanding: ${r.outstanding.map((o) => o.node).join(', ')}`]] : []),
+      ...(r.unknown.length ? [['waiting', `never reported: ${r.unknown.join(', ')}`]] : []),
+      ...r.applied.filter((a) => a.note).map((a) => ['note', `${a.node} applied it; ${a.note}`]),
     ];
-    return `<tr><td><code>${commit.slice(0, 12)}</code><br/><span class="when">${esc(date.slice(0, 19))}</span></td><td>${esc(subject)}</td><td><div class="bar">${bar}</div>${detail.map((d) => `<div class="detail">${esc(d)}</div>`).join('')}</td><td>${r.applied.length} applied, ${r.failed.length} failed, ${r.outstanding.length} outstanding of ${total}</td></tr>`;
+    const counts = `${r.applied.length} applied, ${r.failed.length} failed, ${unverified.length ? `${unverified.length} unverified, ` : ''}${r.outstanding.length} outstanding of ${total}`;
+    return `<tr><td><code>${commit.slice(0, 12)}</code><br/><span class="when">${esc(date.slice(0, 19))}</span></td><td>${esc(subject)}</td><td><div class="bar">${bar}</div>${detail.map(([cls, text]) => `<div class="detail ${cls}">${esc(text!)}</div>`).join('')}</td><td>${counts}</td></tr>`;
   });
   return `<table class="rollouts">\n<tr><th>commit</th><th>subject</th><th>rollout</th><th>nodes</th></tr>\n${rows.join('\n')}\n</table>`;
 }
 
-function nodeTable(nodes: NodeStatus[], now: Date): string {
+function nodeTable(nodes: NodeStatus[], pending: Map<string, string>, now: Date): string {
   const rows = nodes.map((n) => {
     const outcome = n.outcome ?? (n.claimed ? `claims ${n.claimed.outcome} (not verified)` : 'no report');
-    const cls = n.signature !== 'valid' && n.signature !== 'missing' ? 'bad' : (n.outcome ?? 'none');
-    const notes = [...(n.signature !== 'valid' && n.reason ? [n.reason] : []), ...(n.errors ?? [])];
+    const notes = [...(n.signature !== 'valid' && n.reason ? [n.reason] : []), ...(n.chain !== 'ok' ? [`report chain ${n.chain}`] : []), ...(n.errors ?? [])];
+    const own = tone(n);
+    const waitingFor = own === 'problem' || own === 'quiet' ? undefined : pending.get(n.node);
+    if (waitingFor) notes.push(`outstanding: has not applied ${waitingFor.slice(0, 12)} yet`);
+    const cls = `${waitingFor ? 'waiting' : own} ${n.outcome ?? 'none'}`;
     return `<tr class="${esc(cls)}"><td>${esc(n.node)}</td><td>${esc(contact(n.lastContact, now))}</td><td><code>${esc(n.commit?.slice(0, 12) ?? '-')}</code></td><td>${esc(outcome)}${notes.map((x) => `<div class="detail">${esc(x)}</div>`).join('')}</td><td>${esc(n.hostVersion ?? '-')}</td><td>${esc(n.signature)}</td></tr>`;
   });
   return `<table class="fleet">\n<tr><th>node</th><th>last contact</th><th>commit</th><th>outcome</th><th>host</th><th>signature</th></tr>\n${rows.join('\n')}\n</table>`;
+}
+
+/** A node's tone: revoked is quiet (it no longer counts); a report that does not verify or a broken chain is a problem whatever it claims; no report yet is waiting. */
+function tone(n: NodeStatus): Tone {
+  if (n.signature === 'revoked') return 'quiet';
+  if (n.signature === 'invalid' || n.chain !== 'ok') return 'problem';
+  return n.outcome === null ? 'waiting' : (TONE[n.outcome] ?? 'problem');
 }
 
 /** Text and attribute values, escaped for XML and HTML alike. */
@@ -87,12 +133,51 @@ export function esc(text: string): string {
   return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
 }
 
+/** Every text/background pair below is at least 4.5:1; the lowest, white on a problem's deep red, is 6.6:1. */
 const STYLE = [
-  'body{font-family:system-ui,sans-serif;margin:2em;color:#222}',
+  'body{font-family:system-ui,sans-serif;margin:2em;color:#222;background:#fff}',
   'table{border-collapse:collapse;width:100%;margin-bottom:2em}',
   'th,td{text-align:left;padding:.3em .6em;border-bottom:1px solid #ddd;vertical-align:top}',
   '.bar{display:flex;width:24em;height:1.2em;background:#eee;border-radius:3px;overflow:hidden}',
-  '.bar span{color:#fff;font-size:.8em;text-align:center;line-height:1.5em}',
-  '.applied{background:#2e7d32}.failed{background:#c62828}.outstanding{background:#9e9e9e}',
-  'tr.failed td,tr.bad td{background:#fdecea}.detail{font-size:.85em;color:#555}.when{color:#777;font-size:.85em}',
+  '.bar span{font-size:.8em;text-align:center;line-height:1.5em}',
+  '.bar .applied{background:#c8e6c9;color:#1b3d1f}.bar .outstanding{background:#ffe082;color:#3d2e00}',
+  '.bar .failed,.bar .unverified{background:#b71c1c;color:#fff;font-weight:bold}',
+  '.detail{font-size:.85em;color:#444}.detail.problem{color:#b71c1c;font-weight:bold}.detail.waiting{color:#6b4a00}',
+  '.when{color:#595959;font-size:.85em}',
+  'tr.ok td{background:#f4faf4;color:#1a1a1a}tr.quiet td{background:#f5f5f5;color:#333}',
+  'tr.waiting td{background:#fff4d6;color:#3d2e00}tr.waiting td:first-child{border-left:4px solid #e0a800}',
+  'tr.problem td{background:#b71c1c;color:#fff;font-weight:bold}tr.problem td:first-child{border-left:4px solid #5f0000}',
+  'tr.waiting .detail,tr.problem .detail{color:inherit}',
 ].join('');
+
+/**
+ * For each row, bar segment, heading and paragraph: the lowest WCAG contrast ratio between a
+ * piece of its text and the background under it (the first one up the tree that is not
+ * transparent, blended), written as `data-contrast`, and that pair as `data-colours` ("#ffffff
+ * on #b71c1c"). Free of `<` and `&`, so that it needs no CDATA and reads the same to an XML and
+ * an HTML parser.
+ */
+const CONTRAST_SCRIPT = `(function () {
+  function rgba(css) { var c = (css.match(/[0-9.]+/g) || []).map(Number); return c.length === 3 ? c.concat(1) : c; }
+  function over(c, under) { return [0, 1, 2].map(function (i) { return c[i] * c[3] + under[i] * (1 - c[3]); }); }
+  function background(el) {
+    if (!el || el.nodeType !== 1) return [255, 255, 255];
+    var c = rgba(getComputedStyle(el).backgroundColor);
+    return c[3] === 1 ? c.slice(0, 3) : over(c, background(el.parentNode));
+  }
+  function linear(v) { var c = v / 255; return Math.min(c, 0.04045) === c ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4); }
+  function luminance(c) { return 0.2126 * linear(c[0]) + 0.7152 * linear(c[1]) + 0.0722 * linear(c[2]) + 0.05; }
+  function hex(c) { return '#' + c.map(function (v) { return (256 + Math.round(v)).toString(16).slice(1); }).join(''); }
+  function pair(el) {
+    var bg = background(el), fg = over(rgba(getComputedStyle(el).color), bg), a = luminance(fg), b = luminance(bg);
+    return { ratio: Math.max(a, b) / Math.min(a, b), colours: hex(fg) + ' on ' + hex(bg) };
+  }
+  function hasText(el) { return Array.prototype.some.call(el.childNodes, function (n) { return n.nodeType === 3 ? n.nodeValue.trim() !== '' : false; }); }
+  Array.prototype.forEach.call(document.querySelectorAll('tr, .bar span, h1, h2, p'), function (el) {
+    var texts = [el].concat(Array.prototype.slice.call(el.querySelectorAll('*'))).filter(hasText);
+    var worst = texts.map(pair).sort(function (x, y) { return x.ratio - y.ratio; })[0];
+    if (!worst) return;
+    el.setAttribute('data-contrast', (Math.floor(worst.ratio * 100) / 100).toFixed(2));
+    el.setAttribute('data-colours', worst.colours);
+  });
+})();`;
