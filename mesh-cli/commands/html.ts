@@ -90,8 +90,7 @@ function pendingNodes(rollouts: CommitRollout[]): Map<string, string> {
 function rolloutTable(rollouts: CommitRollout[]): string {
   const rows = rollouts.map(({ commit, subject, date, rollout: r }) => {
     const total = r.affected.length;
-    // Rendered defensively until rollout.ts lists unverified nodes of its own.
-    const unverified = ((r as { unverified?: { node: string }[] }).unverified ?? []).map((n) => n.node);
+    const unverified = r.unverified.map((n) => n.node);
     const part = (kind: string, names: string[]) =>
       names.length ? `<span class="${kind}" style="width:${((100 * names.length) / total).toFixed(2)}%" title="${esc(`${kind}: ${names.join(', ')}`)}">${names.length}</span>` : '';
     const bar = part('applied', r.applied.map((n) => n.node)) + part('failed', r.failed.map((n) => n.node)) + part('unverified', unverified) + part('outstanding', r.outstanding.map((n) => n.node));
