@@ -6,7 +6,7 @@
  * A server that does not answer protocol v2 gets isomorphic-git's two-request poll instead.
  */
 import git, { Errors, type HttpClient } from 'isomorphic-git';
-import { pktLine, pktLines } from './pkt-line.js';
+import { pktLine, pktLines } from '../../core/git/pkt-line.js';
 
 export interface ServerRef {
   ref: string;

@@ -9,7 +9,7 @@
  */
 import * as fs from 'node:fs';
 import git, { type HttpClient } from 'isomorphic-git';
-import { pktLine, pktTextLines } from './pkt-line.js';
+import { pktLine, pktTextLines } from '../../core/git/pkt-line.js';
 import { wasReplaced } from './renew.js';
 
 /** What to send: every object of the commits from `tip` back to the first one the server has. */

@@ -1,9 +1,9 @@
 /**
  * Git's pkt-line framing: four hex digits of length, then the payload; 0000 flush, 0001 delim,
  * 0002 response-end.
- * The host's poll (ls-refs.ts) and its report push (push.ts) speak it.
+ * The host's poll (agent/fleet/ls-refs.ts) and report push (push.ts) speak it, and the server answers a poll with it (mesh-cli/server/ls-refs.ts).
  */
-import { MeshError } from '../../core/errors.js';
+import { MeshError } from '../errors.js';
 
 /** One pkt-line: four hex digits of length, then the line. */
 export function pktLine(line: string): string {
