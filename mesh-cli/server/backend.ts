@@ -72,11 +72,11 @@ export function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
  * is piped into the child's stdin and its stdout into the response, so no pack is held in memory.
  * stdin is always a pipe from this server, so a dead server means EOF (and EPIPE on stdout) for git.
  */
-export function runCgi(program: string, env: NodeJS.ProcessEnv, req: IncomingMessage, res: ServerResponse,
+export function runCgi(program: string, env: NodeJS.ProcessEnv, body: NodeJS.ReadableStream, res: ServerResponse,
   onFailure: (message: string) => void, onRefusal: (message: string) => void = () => {}): CgiRun {
   const child = spawnGitProgram(program, env);
   child.stdin.on('error', () => {}); // EPIPE: git stopped reading (it answers with an error itself)
-  req.pipe(child.stdin);
+  body.pipe(child.stdin);
   let stderr = '';
   let headed = false;
   child.stderr.on('data', (chunk: Buffer) => { if (stderr.length < 4096) stderr += chunk.toString('utf8'); });

@@ -3,10 +3,12 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import { MeshError, messageOf } from '../../core/errors.js';
 import { allowAll, parseBasicAuth, type Authorizer } from './auth.js';
 import { cgiEnv, killGroup, runCgi, type CgiRun } from './backend.js';
 import { checkedDir } from './dirs.js';
+import { answerMainPoll, MAX_POLL_BODY } from './ls-refs.js';
 import { route } from './route.js';
 import { servePackageFile } from './static.js';
 import { gitExecPath } from '../git.js';
@@ -57,8 +59,17 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
     }
     seen.user = verdict.user;
     if (closing) return plain(res, 503, 'the server is shutting down'); // close() waits only for children it saw
+    // A host's poll of main is answered here, without starting git (ls-refs.ts); anything else goes to git.
+    let body: NodeJS.ReadableStream = req;
+    const poll = pollBody(req, r.service, r.pathInfo);
+    if (poll) {
+      const bytes = await readBody(req);
+      const answer = answerMainPoll(bytes, join(data, r.repo));
+      if (answer) return void res.writeHead(200, GIT_RESULT).end(answer);
+      body = Readable.from([bytes]);
+    }
     const env = cgiEnv({ projectRoot: data, ...r, user: verdict.user, ...(verdict.role ? { role: verdict.role } : {}), gitConfig: verdict.gitConfig ?? [] }, req);
-    const run = runCgi(backend, env, req, res, (message) => log('git http-backend failed', { path: r.pathInfo, message }),
+    const run = runCgi(backend, env, body, res, (message) => log('git http-backend failed', { path: r.pathInfo, message }),
       (message) => log('push refused', { path: r.pathInfo, user: verdict.user, message }));
     runs.add(run);
     void run.done.then(() => runs.delete(run));
@@ -98,6 +109,22 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
     await closed;
   };
   return { url: `${opts.tls ? 'https' : 'http'}://${host}:${port}/`, port, close: () => (closing ??= close()) };
+}
+
+/** The headers git http-backend gives an upload-pack result. */
+const GIT_RESULT = { 'Content-Type': 'application/x-git-upload-pack-result', 'Cache-Control': 'no-cache, max-age=0, must-revalidate', Pragma: 'no-cache', Expires: 'Fri, 01 Jan 1980 00:00:00 GMT' };
+
+/** Whether `req` may be a host's poll of main: a small protocol-v2 upload-pack POST, not compressed. */
+function pollBody(req: IncomingMessage, service: string, pathInfo: string): boolean {
+  const length = Number(req.headers['content-length']);
+  return service === 'upload-pack' && pathInfo.endsWith('/git-upload-pack') && /(^|:)version=2(:|$)/.test(String(req.headers['git-protocol'] ?? '')) &&
+    req.headers['content-encoding'] === undefined && Number.isInteger(length) && length > 0 && length <= MAX_POLL_BODY;
+}
+
+async function readBody(req: IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
 }
 
 function plain(res: ServerResponse, status: number, message: string): void {

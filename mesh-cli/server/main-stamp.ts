@@ -31,6 +31,30 @@ export function mainStamp(dir: string, now = Date.now()): string | null {
   }
 }
 
+/**
+ * Main's tip read from the ref files themselves (its loose ref, else packed-refs), as git would
+ * resolve it: `ref` is the branch HEAD names, `oid` null when it does not exist yet. Null when the
+ * refs are not plain files (see above), and git must be asked.
+ */
+export function mainTipFromFiles(dir: string): { ref: string; oid: string | null } | null {
+  try {
+    if (!plainRefFiles(dir)) return null;
+    const ref = /^ref: (refs\/heads\/[^\s]+)\s*$/.exec(readFileSync(join(dir, 'HEAD'), 'utf8'))?.[1];
+    if (ref === undefined) return null;
+    const loose = readIfAny(join(dir, ref));
+    if (loose.startsWith('ref:')) return null;
+    if (loose !== '') return OID.test(loose.trim()) ? { ref, oid: loose.trim() } : null;
+    // Peeled lines (^…) follow the ref they peel; a branch names a commit, so its own line is the one.
+    const packed = readIfAny(join(dir, 'packed-refs')).split('\n').find((line) => line.endsWith(` ${ref}`));
+    const oid = packed?.slice(0, packed.indexOf(' ')) ?? null;
+    return oid === null || OID.test(oid) ? { ref, oid } : null;
+  } catch {
+    return null;
+  }
+}
+
+const OID = /^[0-9a-f]{40}$|^[0-9a-f]{64}$/;
+
 /** Refs are files git replaces by rename: not the reftable backend, and not kept in another (common) git dir. */
 function plainRefFiles(dir: string): boolean {
   if (existsSync(join(dir, 'reftable')) || existsSync(join(dir, 'commondir'))) return false;
