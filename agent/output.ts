@@ -59,6 +59,7 @@ export function printState(s: HostState, json: boolean): void {
   if (s.unsentReport) console.log('a report is waiting to be sent');
   console.log(`owned (${s.owned.length}):`);
   for (const o of s.owned) console.log(`  ${o.id}${ownedNote(o)}`);
+  for (const id of s.pending) console.log(`pending: ${id} (a change it watches calls for it; it runs on the next pass)`);
 }
 
 /** Why an owned resource is not verified yet: its last change failed, or the host stopped in the middle of it. */

@@ -166,6 +166,8 @@ describe('command: a failure, and the durable trigger', () => {
       { id: 'command:reload', result: 'skipped', error: 'pending: not run, because file:/etc/app.ini failed in this pass; it runs once what it watches applies cleanly' },
     ]);
     expect(pendingMarks(root)).toEqual(['command:reload']);
+    const state = await runProgram('node', [MESH_HOST, 'state', '--root', root], root);
+    expect(state.stdout).toContain('pending: command:reload (a change it watches calls for it; it runs on the next pass)');
     rmSync(join(root, 'etc/app.ini'), { recursive: true });
     expect(await pass(root, decl)).toEqual([
       { id: 'file:/etc/other.ini', result: 'unchanged' },

@@ -248,6 +248,7 @@ describe('deploy is a commit', () => {
       failed: [],
       outstanding: [{ node: 'web-4', commit: '<base>', lastContact: '<time>' }],
       unknown: [],
+      unverified: [],
     });
 
     const text = await cli(fleet.checkout, 'status', '--commit', commits.merge);

@@ -28,6 +28,8 @@ export interface HostState {
   lastContact: { commit: string; at: string } | null;
   unsentReport: boolean;
   owned: OwnedEntry[];
+  /** Actions (commands) a change they watch calls for, not yet run successfully: they run on the next pass. */
+  pending: string[];
 }
 
 /** An owned resource. An `intent` is a change not yet verified: `error` says it failed (from the last report); without it, the host stopped mid-change. */
@@ -45,12 +47,12 @@ export type FailedInLastReport = (gitdir: string, node: string) => Promise<Map<s
 /** Describe the machine at `root`; `lastReport` loads the reader of the last report (git), needed only when there is an intent. */
 export async function describeState(root: string, lastReport: () => Promise<FailedInLastReport>): Promise<HostState> {
   const paths = hostPaths(root);
-  const base = { hostVersion: HOST_VERSION, lastApplied: null, lastContact: null, unsentReport: false, owned: [] };
+  const base = { hostVersion: HOST_VERSION, lastApplied: null, lastContact: null, unsentReport: false, owned: [], pending: [] };
   if (!existsSync(paths.stateDir) && !existsSync(paths.configDir)) return { ...base, state: 'unmanaged', reason: `no mesh-host state under ${paths.root}` };
   const store = openStore(paths.store);
   const config = readConfig(paths);
   const owned = await ownedEntries(store, paths.gitdir, config?.node, lastReport);
-  const common = { ...base, owned, lastApplied: store.data.lastApplied, lastContact: store.data.lastContact, unsentReport: !store.data.report.pushed };
+  const common = { ...base, owned, pending: store.pendingIds(), lastApplied: store.data.lastApplied, lastContact: store.data.lastContact, unsentReport: !store.data.report.pushed };
   if (!config) return { ...common, state: 'hosted', reason: 'mesh-host is installed but not enrolled; it can apply a local bundle (mesh-host apply --bundle DIR)' };
   const eligible = config.ineligible.length === 0;
   const identity = { node: config.node, generation: config.generation, nodeKey: config.nodeKey, url: config.url, eligible, ...(eligible ? {} : { ineligible: config.ineligible }) };
