@@ -12,6 +12,9 @@ declare -A provides=(
   [useradd]=passwd
   [systemctl]=systemd
   [openssl]=openssl
+  [debootstrap]=debootstrap
+  [systemd-nspawn]=systemd-container
+  [dpkg-repack]=dpkg-repack
 )
 missing=()
 for tool in "${!provides[@]}"; do
