@@ -8,7 +8,7 @@
  * skipped with the reason ("SKIPPED system tests: …" in the run's summary).
  */
 import { execFile } from 'node:child_process';
-import { copyFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, copyFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it, type TestContext } from 'vitest';
@@ -21,10 +21,32 @@ const run = promisify(execFile);
 const temp = tempDirs();
 const NODE = 'web-1';
 const V = { first: '0.1.0', good: '0.2.0' } as const;
+/** Hotfixes released one after another: more upgrades than the unit's StartLimitBurst (5) within its StartLimitIntervalSec. */
+const HOTFIXES = ['0.2.1', '0.2.2', '0.2.3', '0.2.4', '0.2.5'];
 const HELLO = '[Unit]\nDescription=hello from the fleet\n[Service]\nExecStart=/bin/sleep infinity\n[Install]\nWantedBy=multi-user.target\n';
 
 interface Line { id: string; result: string; changes?: string[]; error?: string }
 interface Report { commit: string | null; hostVersion: string; outcome: string; resources: Line[] }
+
+/**
+ * The .deb with a line naming its version added to its unit files, as a release that changes them
+ * would: what systemd runs must then be reloaded from disk (the package's postinst does it).
+ * systemd notices a changed unit file by its time, which a .deb keeps to the second: each version
+ * gets its own, or two versions built in the same second would look the same to it.
+ */
+async function withOwnUnits(deb: string, version: string, index: number): Promise<string> {
+  const tree = `${deb}.tree`;
+  await run('dpkg-deb', ['--raw-extract', deb, tree]);
+  for (const unit of ['mesh-host.service', 'mesh-host-rollback.service']) {
+    const file = join(tree, 'lib/systemd/system', unit);
+    appendFileSync(file, `# mesh-host ${version}\n`);
+    const at = new Date(Date.UTC(2026, 0, 1, index));
+    utimesSync(file, at, at);
+  }
+  await run('dpkg-deb', ['--root-owner-group', '--build', tree, deb]);
+  rmSync(tree, { recursive: true });
+  return deb;
+}
 
 describe('a mesh host on a real Debian 12 machine with systemd as PID 1', () => {
   let skipped: string | undefined;
@@ -52,6 +74,11 @@ describe('a mesh host on a real Debian 12 machine with systemd as PID 1', () => 
     const journal = await box!.exec('journalctl', ['--no-pager', '-n', '60', '-u', 'mesh-host', '-u', 'mesh-host-rollback']);
     throw new Error(`no report ${what} within ${ms / 1000} s; the machine's journal says:\n${journal.stdout}`);
   };
+  /** systemd's NeedDaemonReload for the package's units: 'yes' when a unit file changed on disk after systemd read it. */
+  const needsReload = async () => {
+    const units = ['mesh-host.service', 'mesh-host-rollback.service'];
+    return Object.fromEntries(await Promise.all(units.map(async (u) => [u, (await box!.must('systemctl', 'show', '--property=NeedDaemonReload', '--value', u)).trim()])));
+  };
   const hostLine = (r: Report) => r.resources.find((l) => l.id === 'package:mesh-host');
   const declare = (resources: string, message: string) => fleet.commit({ [`nodes/${NODE}/base.yaml`]: `resources:\n${resources}` }, message);
   const helloResources = '  - type: file\n    path: /etc/systemd/system/hello.service\n    content: ' + JSON.stringify(HELLO) + '\n  - type: service\n    name: hello\n    enabled: true\n    running: true\n';
@@ -67,9 +94,15 @@ describe('a mesh host on a real Debian 12 machine with systemd as PID 1', () => 
     }
     fleet = await createFleet();
     packages = await servePackages(join(fleet.dir, 'packages'));
-    for (const version of Object.values(V)) {
-      const { stdout } = await run(process.execPath, [join(TOP, 'scripts/package-deb.mjs'), '--out', join(fleet.dir, 'debs')], { env: { ...process.env, MESH_BUILD_VERSION: version } });
-      debs[version] = stdout.trim().split('\n').pop()!;
+    const versions = [...Object.values(V), ...HOTFIXES];
+    // Two at a time: this machine has two cores.
+    for (let i = 0; i < versions.length; i += 2) {
+      await Promise.all(versions.slice(i, i + 2).map(async (version, j) => {
+        const { stdout } = await run(process.execPath, [join(TOP, 'scripts/package-deb.mjs'), '--out', join(fleet.dir, 'debs')], { env: { ...process.env, MESH_BUILD_VERSION: version } });
+        debs[version] = await withOwnUnits(stdout.trim().split('\n').pop()!, version, i + j);
+      }));
+    }
+    for (const version of versions) {
       const added = await cli(fleet.dir, 'packages', 'add', debs[version]!, '--dir', packages.dir);
       expect(added.code, added.stderr).toBe(0);
     }
@@ -148,5 +181,25 @@ describe('a mesh host on a real Debian 12 machine with systemd as PID 1', () => 
 
     const status = await cli(fleet.checkout, 'status', '--json');
     expect(JSON.parse(status.stdout).nodes.find((r: { node: string }) => r.node === NODE)).toMatchObject({ outcome: 'applied', hostVersion: V.good });
+    // The package's postinst reloaded systemd: the unit files it installed are the ones in use.
+    expect(await needsReload()).toEqual({ 'mesh-host.service': 'no', 'mesh-host-rollback.service': 'no' });
   });
+
+  it('five good upgrades in a row (hotfixes) are not counted toward the start limit: no rollback, the last one runs and reports', async (ctx) => {
+    const m = machine(ctx);
+    for (const version of HOTFIXES) {
+      const commit = await declare(helloResources + hostPackage(version), `${NODE}: mesh-host ${version}`);
+      const report = await reportWhere((r) => r.hostVersion === version && r.commit === commit, `from ${version}`);
+      expect(report.outcome, JSON.stringify(report.resources)).toBe('applied');
+    }
+    const last = HOTFIXES.at(-1)!;
+    expect(await m.must('dpkg-query', '--show', '--showformat=${Status} ${Version}', 'mesh-host')).toBe(`install ok installed ${last}`);
+    expect((await m.exec('systemctl', ['is-active', 'mesh-host'])).stdout).toBe('active\n');
+    // The rollback unit never ran, and nothing was refused.
+    expect((await m.must('systemctl', 'show', '--property=ExecMainStartTimestampMonotonic', '--value', 'mesh-host-rollback')).trim()).toBe('0');
+    expect(JSON.parse(await m.must('cat', '/var/lib/mesh-host/upgrade.json'))).not.toHaveProperty('rejected');
+    expect(await needsReload()).toEqual({ 'mesh-host.service': 'no', 'mesh-host-rollback.service': 'no' });
+    const status = await cli(fleet.checkout, 'status', '--json');
+    expect(JSON.parse(status.stdout).nodes.find((r: { node: string }) => r.node === NODE)).toMatchObject({ outcome: 'applied', hostVersion: last });
+  }, 8 * 60_000);
 });
