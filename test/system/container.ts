@@ -83,7 +83,9 @@ function machine(root: string, nspawn: ChildProcess, exited: Promise<void>, outp
         nspawn.kill('SIGTERM'); // nspawn asks the container's systemd for an orderly shutdown
         const done = await Promise.race([exited.then(() => true), sleep(30_000).then(() => false)]);
         if (!done) {
-          if (c.pid) process.kill(c.pid, 'SIGKILL');
+          try {
+            if (c.pid) process.kill(c.pid, 'SIGKILL');
+          } catch {} // already gone
           nspawn.kill('SIGKILL');
           await exited;
         }

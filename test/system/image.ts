@@ -28,7 +28,8 @@ async function cached(path: string, make: (partial: string) => Promise<void>): P
   if (existsSync(path)) return path;
   mkdirSync(CACHE, { recursive: true });
   const name = path.slice(CACHE.length + 1);
-  for (const old of readdirSync(CACHE)) if (old.startsWith(`${name}.partial-`)) rmSync(join(CACHE, old), { recursive: true, force: true });
+  // A partial entry whose builder is gone was interrupted; one whose builder runs is another run's.
+  for (const old of readdirSync(CACHE)) if (old.startsWith(`${name}.partial-`) && !alive(Number(old.slice(name.length + 9)))) rmSync(join(CACHE, old), { recursive: true, force: true });
   const partial = `${path}.partial-${process.pid}`;
   try {
     await make(partial);
@@ -39,6 +40,15 @@ async function cached(path: string, make: (partial: string) => Promise<void>): P
     throw e;
   }
   return path;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** The version of this machine's nodejs package, or why Node here cannot be repacked. */
