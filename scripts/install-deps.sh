@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian tools mesh's tests use (the real git http-backend, ssh-keygen, dpkg,
 # apt-get, useradd, systemctl, openssl for the self-signed certificates of the https tests,
-# chromium-headless-shell for the test that renders the status page in a real browser), only
+# chromium-headless-shell for the test that renders the status page in a real browser;
+# debootstrap, systemd-nspawn and dpkg-repack for the system tests' Debian container), only
 # those that are missing. Needs root (or sudo).
 set -euo pipefail
 declare -A provides=(
@@ -14,6 +15,9 @@ declare -A provides=(
   [systemctl]=systemd
   [openssl]=openssl
   [chromium-headless-shell]=chromium-headless-shell
+  [debootstrap]=debootstrap
+  [systemd-nspawn]=systemd-container
+  [dpkg-repack]=dpkg-repack
 )
 missing=()
 for tool in "${!provides[@]}"; do

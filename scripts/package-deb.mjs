@@ -7,7 +7,9 @@
 // The version is MESH_BUILD_VERSION or package.json's (the bundle is stamped with the same one).
 // --out (or MESH_DEB_OUT) is the folder for the .deb, dist/ by default. --bundle packages an
 // already built mesh-host.mjs instead of building one (tests package deliberately broken ones).
-// The package has no maintainer scripts: dpkg --root runs them chrooted, and nothing here needs one.
+// Its only maintainer scripts, postinst and postrm, run `systemctl daemon-reload` where systemd
+// runs the machine, so that an upgrade's (or a rollback's) unit files are the ones systemd uses;
+// under dpkg --root (chrooted, no /run/systemd/system there) they do nothing.
 import { execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -45,6 +47,7 @@ try {
   const control = readFileSync(join(top, 'packaging/control.in'), 'utf8').replace('@VERSION@', version).replace('@INSTALLED_SIZE@', String(size));
   mkdirSync(join(tree, 'DEBIAN'));
   writeFileSync(join(tree, 'DEBIAN/control'), control);
+  for (const script of ['postinst', 'postrm']) put(join(top, 'packaging', script), `DEBIAN/${script}`, 0o755);
   mkdirSync(out, { recursive: true });
   const deb = join(out, `mesh-host_${version.replace(/^\d+:/, '')}_all.deb`);
   execFileSync('dpkg-deb', ['--root-owner-group', '--build', tree, deb], { stdio: ['ignore', 'ignore', 'inherit'] });

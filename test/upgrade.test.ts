@@ -7,8 +7,8 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildDeb, prepareDpkgRoot } from './helpers/apt-repo.js';
 import { cli, createFleet, git, newMachine, runProgram, type TestFleet } from './helpers/fleet.js';
@@ -21,6 +21,20 @@ const statusBefore = realStatus();
 
 interface Line { id: string; result: string; changes?: string[]; error?: string }
 interface Report { hostVersion: string; outcome: string; sequence: number; resources: Line[] }
+
+/**
+ * Give the root the /bin/sh every Debian machine has (this machine's, with the libraries it
+ * loads): dpkg runs the package's maintainer scripts chrooted into the root.
+ */
+function withShell(root: string): string {
+  const libs = [...execFileSync('ldd', ['/bin/sh']).toString().matchAll(/(\/\S+) \(0x/g)].map((m) => m[1]!);
+  for (const [from, to] of [['/bin/sh', '/bin/sh'], ...libs.map((l) => [l, l])] as const) {
+    mkdirSync(join(root, dirname(to)), { recursive: true });
+    copyFileSync(realpathSync(from), join(root, to));
+    chmodSync(join(root, to), 0o755);
+  }
+  return root;
+}
 
 describe('the host upgrades itself through its own declaration', () => {
   let fleet: TestFleet;
@@ -59,7 +73,7 @@ describe('the host upgrades itself through its own declaration', () => {
       firstAdd ??= added.stdout;
     }
     // The machine: a dpkg database that has node (the host runs on this machine's real node), then A, installed by hand.
-    root = prepareDpkgRoot(newMachine(join(fleet.dir, 'machines/web-1')));
+    root = withShell(prepareDpkgRoot(newMachine(join(fleet.dir, 'machines/web-1'))));
     const node = buildDeb(fleet.dir, { name: 'nodejs', version: process.versions.node });
     for (const deb of [node, debs[V.A]!]) execFileSync('dpkg', [`--root=${root}`, `--log=${root}/var/log/dpkg.log`, '-i', deb], { stdio: 'pipe' });
     const token = join(fleet.dir, 'web-1.token');

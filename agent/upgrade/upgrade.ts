@@ -10,7 +10,8 @@
  *     and this process carries on. If it passes, the upgrade is pending;
  *   after each pass of the loop: a pending upgrade makes this process exit cleanly once its report
  *     is made, and the supervisor (systemd, Restart=always) starts the new binary. The host never
- *     asks the service manager to restart it: stopping a unit from inside it is not safe.
+ *     asks the service manager to restart it: stopping a unit from inside it is not safe. It only
+ *     resets the unit's start counter first, so that upgrades do not count toward the start limit.
  *
  * Rollback, and why this design: a new version is only trusted after it completed a pass whose
  * report reached the fleet; then it marks itself the last good version and keeps its own bundle
@@ -25,6 +26,7 @@
  * the probation: a fleet outage during an upgrade is not a reason to roll back.
  */
 import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { MeshError, messageOf } from '../../core/errors.js';
 import type { Logger } from '../log.js';
 import { hostPaths, underRoot } from '../paths.js';
@@ -36,6 +38,9 @@ import type { PackageResource } from '../../schema/declaration.js';
 import type { ResourceResult } from '../../schema/report.js';
 import type { Observed } from '../../core/plan.js';
 import { EXIT } from '../../core/exit.js';
+
+/** The host's unit, as its package installs it. */
+const HOST_UNIT = 'mesh-host.service';
 
 /** Exit status of a new version that completed no pass within its probation; the unit's RestartPreventExitStatus (core/exit.ts's table). */
 export const PROBATION_EXIT = EXIT.probation;
@@ -148,6 +153,7 @@ export function watchUpgrade(ctx: HostContext, log: Logger, loop: boolean, proba
         }
         const pending = readUpgradeState(paths).pending;
         if (pending?.from !== HOST_VERSION || pending.to === HOST_VERSION) return false;
+        await forgetStartsBeforeHandover(ctx, log);
         log.info({ from: pending.from, to: pending.to }, `exiting so that the supervisor starts ${name} ${pending.to}`);
         return true;
       } catch (e) {
@@ -156,6 +162,18 @@ export function watchUpgrade(ctx: HostContext, log: Logger, loop: boolean, proba
       }
     },
   };
+}
+
+/**
+ * Before this proven version exits for an upgrade: reset the unit's start counter (`systemctl
+ * reset-failed`), so that the start limit counts only the starts of a version that does not stay
+ * up. Without it every upgrade is a start too, and a few good hotfixes in a row hit the limit and
+ * have a healthy version rolled back. Only where systemd runs the machine; a failure is logged.
+ */
+async function forgetStartsBeforeHandover(ctx: HostContext, log: Logger): Promise<void> {
+  if (resolve(ctx.root) !== '/' || !existsSync('/run/systemd/system')) return;
+  const r = await ctx.exec('systemctl', ['reset-failed', '--', HOST_UNIT], { env: { LC_ALL: 'C' } });
+  if (r.code !== 0) log.warn({ err: r.stderr.trim() }, `could not reset ${HOST_UNIT}'s start counter: this upgrade counts toward its start limit`);
 }
 
 /** Whether the root's dpkg has the host package installed at this process's own version. */

@@ -1,0 +1,92 @@
+/**
+ * The Debian root the system tests boot, built once and cached under ~/.cache/mesh/system/
+ * (never under the temporary folder, which every run empties):
+ *
+ *   <release>/                    `debootstrap --variant=minbase` with systemd as init
+ *   nodejs_<version>_<arch>.deb   this machine's own Node, `dpkg-repack nodejs`
+ *   <release>+nodejs_<version>/   the two together: what each run copies and boots
+ *
+ * Each is made in a sibling folder and renamed into place when whole, so an interrupted build
+ * is never taken for a finished one (it is left as *.partial-* and removed by the next build).
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+
+/** The cache folder: $XDG_CACHE_HOME/mesh/system, else ~/.cache/mesh/system. */
+export const CACHE = join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'mesh', 'system');
+
+/** Packages beyond minbase: systemd as PID 1, and what the nodejs package depends on. */
+const INCLUDE = ['systemd', 'systemd-sysv', 'dbus', 'python3', 'ca-certificates', 'libstdc++6', 'libgcc-s1'];
+
+/** A cache entry: `make(partial)` fills a fresh sibling folder, which becomes `path` only when make returns. */
+async function cached(path: string, make: (partial: string) => Promise<void>): Promise<string> {
+  if (existsSync(path)) return path;
+  mkdirSync(CACHE, { recursive: true });
+  const name = path.slice(CACHE.length + 1);
+  // A partial entry whose builder is gone was interrupted; one whose builder runs is another run's.
+  for (const old of readdirSync(CACHE)) if (old.startsWith(`${name}.partial-`) && !alive(Number(old.slice(name.length + 9)))) rmSync(join(CACHE, old), { recursive: true, force: true });
+  const partial = `${path}.partial-${process.pid}`;
+  try {
+    await make(partial);
+    renameSync(partial, path);
+  } catch (e) {
+    rmSync(partial, { recursive: true, force: true });
+    if (existsSync(path)) return path; // another run finished the same entry first
+    throw e;
+  }
+  return path;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The version of this machine's nodejs package, or why Node here cannot be repacked. */
+export async function hostNodePackage(): Promise<{ version: string; arch: string } | { problem: string }> {
+  const owner = await run('dpkg-query', ['--search', process.execPath]).catch(() => null);
+  if (!owner || !/^nodejs(:\w+)?: /m.test(owner.stdout)) {
+    return { problem: `this machine's Node (${process.execPath}) is not from a dpkg package named nodejs, and the container gets its Node with 'dpkg-repack nodejs': install Node >= 20.19 from NodeSource's Debian packages (or Debian's own nodejs where it is new enough)` };
+  }
+  const { stdout } = await run('dpkg-query', ['--show', '--showformat=${Version}\t${Architecture}', 'nodejs']);
+  const [version, arch] = stdout.split('\t');
+  return { version: version!, arch: arch! };
+}
+
+/** The bootable root for `release` with this machine's Node installed, built on first use. */
+export async function systemImage(release: string, log: (line: string) => void): Promise<string> {
+  const node = await hostNodePackage();
+  if ('problem' in node) throw new Error(node.problem);
+  const fileVersion = node.version.replace(/^\d+:/, '');
+  // The two slow steps (a few minutes each) share nothing: run them side by side.
+  const [base, deb] = await Promise.all([
+    cached(join(CACHE, release), async (partial) => {
+      log(`building the ${release} root with debootstrap (once; cached in ${CACHE})`);
+      await run('debootstrap', ['--variant=minbase', `--include=${INCLUDE.join(',')}`, release, partial, 'http://deb.debian.org/debian'], { maxBuffer: 64 << 20 });
+    }),
+    cached(join(CACHE, `nodejs_${fileVersion}_${node.arch}.deb`), async (partial) => {
+      log(`repacking this machine's nodejs ${node.version} with dpkg-repack (once; cached in ${CACHE})`);
+      mkdirSync(partial);
+      // Uncompressed: xz would spend minutes on a file that never leaves this machine.
+      await run('dpkg-repack', ['--deb-option=-Znone', 'nodejs'], { cwd: partial, maxBuffer: 64 << 20 });
+      const [made] = readdirSync(partial).filter((f) => f.endsWith('.deb'));
+      if (!made) throw new Error(`dpkg-repack nodejs made no .deb in ${partial}`);
+      renameSync(join(partial, made), `${partial}.deb`);
+      rmSync(partial, { recursive: true });
+      renameSync(`${partial}.deb`, partial);
+    }),
+  ]);
+  return cached(join(CACHE, `${release}+nodejs_${fileVersion}`), async (partial) => {
+    await run('cp', ['--reflink=auto', '-a', base, partial]);
+    await run('dpkg', [`--root=${partial}`, '-i', deb], { maxBuffer: 64 << 20 });
+  });
+}
