@@ -5,7 +5,7 @@
  * commit's rollout — and a check that could not be made is not a change, so the next such pass is
  * nothing new to report.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { cli, createFleet, hostCmd } from './helpers/fleet.js';
@@ -42,6 +42,10 @@ it('an unverified pass is shown as such in the host, status (exit 1) and the rol
     const table = (await cli(fleet.checkout, 'status')).stdout;
     expect(table).toMatch(/^web-1 .* unverified +/m);
     expect(table).toContain('web-1: not checked: service:demo: no running systemd under this root: running=true not verified');
+
+    const page = join(fleet.dir, 'page.html');
+    expect((await cli(fleet.checkout, 'status', '--html', page)).code).toBe(1);
+    expect(readFileSync(page, 'utf8')).toMatch(/<tr class="problem unverified"><td>web-1<\/td>.*<div class="detail">not checked: service:demo: no running systemd under this root: running=true not verified<\/div>/);
 
     const rollout = await cli(fleet.checkout, 'status', '--commit', commit, '--json');
     expect(rollout.code).toBe(1);
