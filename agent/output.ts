@@ -5,6 +5,7 @@ import type { HostState, OwnedEntry } from './commands/state.js';
 import type { SelfTest } from './commands/self-test.js';
 import type { NoopResult } from './commands/noop.js';
 import { EXIT } from '../core/exit.js';
+import { placed } from '../core/errors.js';
 
 export function printPass(pass: PassResult, json: boolean): void {
   if (json) return void console.log(JSON.stringify({ ...pass.report, delivery: pass.delivery, sent: pass.sent, disconnected: pass.disconnected ?? null }));
@@ -19,7 +20,7 @@ export function printBody(body: ReportBody, json: boolean): void {
   const at = body.commit ? ` at ${body.commit.slice(0, 12)}` : '';
   const c = body.counts;
   console.log(`${body.outcome}${at}${c ? `: ${c.changed} changed (${c.drift} drift), ${c.unchanged} unchanged, ${c.failed} failed` : ''}`);
-  for (const e of body.errors) console.log(`  error: ${e.file ? `${e.file}:${e.line}:${e.col}: ` : ''}${e.message}`);
+  for (const e of body.errors) console.log(`  error: ${placed(e)}`);
   for (const r of body.resources) {
     if (r.result === 'unchanged') continue;
     console.log(`  ${r.result.padEnd(9)} ${r.id}${r.changes?.length ? ` (${r.changes.join('; ')})` : ''}${r.error ? `: ${r.error}` : ''}`);

@@ -46,7 +46,12 @@ export class InvalidInputError extends MeshError {
 }
 
 export function formatProblem(p: Problem): string {
-  return `  ${p.file}:${p.line}:${p.col}: ${p.message}`;
+  return `  ${placed(p)}`;
+}
+
+/** "file:line:col: message", or the message alone for a problem that has no place in a file. */
+export function placed(p: { file?: string; line?: number; col?: number; message: string }): string {
+  return p.file ? `${p.file}:${p.line}:${p.col}: ${p.message}` : p.message;
 }
 
 export function isMeshError(e: unknown): e is MeshError {

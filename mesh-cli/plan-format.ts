@@ -8,6 +8,7 @@ import { trustLines } from './trust-review.js';
 import type { FieldChange, ResourceChange } from './declaration-diff.js';
 import type { LastReport, NodePlan, PlanResult } from './plan-result.js';
 import { contact } from '../core/duration.js';
+import { placed } from '../core/errors.js';
 
 const SIGN = { add: '+', change: '~', remove: '-' } as const;
 const WORD = { add: 'added', change: 'changed', remove: 'removed' } as const;
@@ -49,7 +50,7 @@ export function formatPlanText(r: PlanResult, now: Date): string {
   for (const group of groupNodes(r.nodes)) {
     const g = group[0]!;
     lines.push('', `${group.map((n) => n.node).join(', ')}${g.because.length ? ` (changed: ${g.because.join(', ')})` : ''}`);
-    if (g.problems) lines.push('  will fail: nothing applied (the host keeps its last good declaration and reports these)', ...g.problems.map((p) => `    ${p.file}:${p.line}:${p.col}: ${p.message}`));
+    if (g.problems) lines.push('  will fail: nothing applied (the host keeps its last good declaration and reports these)', ...g.problems.map((p) => `    ${placed(p)}`));
     if (g.cannotPlan) lines.push(`  cannot plan: no report yet; ${g.cannotPlan.join(', ')} read facts, shown here with placeholder facts`);
     for (const c of g.changes) {
       const fields = describeFields(c);

@@ -10,7 +10,7 @@ import { loadYaml } from '../core/load.js';
 import type { Report, ReportView } from '../schema/report.js';
 import type { Facts } from '../schema/facts.js';
 import { verifyReport, type Verdict, type VerifiedReport } from '../core/report/verify.js';
-import { messageOf } from '../core/errors.js';
+import { messageOf, placed } from '../core/errors.js';
 import type { ChainVerdict } from './chain.js';
 import { openReportStore, refreshIndex, type ReportIndex } from './report-index.js';
 import { commitOf, tipOf } from './report-objects.js';
@@ -169,7 +169,7 @@ export function eligibility(report: ReportView | undefined): { eligible: boolean
 
 /** The lines that say why a report failed: declaration problems with their place, then failed resources. */
 export function failureLines(report: ReportView): string[] {
-  const lines = report.errors.map((e) => (e.file ? `${e.file}:${e.line}:${e.col}: ${e.message}` : e.message));
+  const lines = report.errors.map(placed);
   return [...lines, ...report.resources.filter((r) => r.result === 'failed').map((r) => `${r.id}: ${r.error ?? 'failed'}`)];
 }
 

@@ -9,7 +9,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { withDeclarationCache } from '../declaration-cache.js';
 import { loadDeclarationWith, nodeDir, type LoadOptions, type TreeReader } from '../../core/declaration/declaration.js';
-import { MeshError } from '../../core/errors.js';
+import { MeshError, placed } from '../../core/errors.js';
 import { acquireLock } from '../lock.js';
 import { hostPaths } from '../paths.js';
 import { applyDeclaration } from '../apply-declaration.js';
@@ -33,7 +33,7 @@ export async function applyBundle(bundle: string, host: HostContext): Promise<Re
 export async function previewBundle(bundle: string, host: HostContext): Promise<Preview> {
   return withBundle(bundle, host, async ({ node, store, ctx, tree, opts, named }) => {
     const loaded = await loadDeclarationWith(tree, node, opts, ctx.load.parser);
-    if (!loaded.ok) return { lines: [], inSync: 0, problems: loaded.problems.map(named).map((p) => ({ message: `${p.file ? `${p.file}:${p.line}:${p.col}: ` : ''}${p.message}` })) };
+    if (!loaded.ok) return { lines: [], inSync: 0, problems: loaded.problems.map(named).map((p) => ({ message: placed(p) })) };
     return preview(loaded.declaration.resources, store, ctx);
   });
 }

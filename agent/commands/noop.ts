@@ -11,6 +11,7 @@ import { preview, type Preview } from '../preview.js';
 import { assign, contact } from '../reconcile.js';
 import type { HostContext } from '../resources/handler.js';
 import { trustStage } from '../trust/gate.js';
+import { placed } from '../../core/errors.js';
 
 /** What --noop found: the commit a pass would apply, notes on why that one, and its plan (null when there is none to make). */
 export interface NoopResult {
@@ -31,7 +32,7 @@ export async function noopPass(hostCtx: HostContext, log: Logger): Promise<NoopR
   notes.push(...assignment.errors.map((e) => e.message));
   const loaded = await loadDeclarationWith(assignment.tree, host.config.node, assignment.opts, host.ctx.load.parser);
   if (!loaded.ok) {
-    const problems = loaded.problems.map((p) => ({ message: `${p.file ? `${p.file}:${p.line}:${p.col}: ` : ''}${p.message}` }));
+    const problems = loaded.problems.map((p) => ({ message: placed(p) }));
     return { commit: gate.commit, notes, preview: { lines: [], inSync: 0, problems } };
   }
   return { commit: gate.commit, notes, preview: await preview(loaded.declaration.resources, host.store, host.ctx) };
