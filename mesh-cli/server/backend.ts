@@ -47,7 +47,8 @@ export function cgiEnv(ctx: CgiContext, req: IncomingMessage): NodeJS.ProcessEnv
   if (typeof protocol === 'string' && /^[\x21-\x7e]+$/.test(protocol)) env.GIT_PROTOCOL = protocol;
   // alternateRefsPrefixes: receive-pack reads the refs of the repository it quarantines a push in
   // as "alternate refs"; limited to main, a push no longer lists every report branch (4.2 s → 0.05 s
-  // of CPU at 10,000 nodes). The connectivity check still sees every ref through --all.
+  // of CPU at 10,000 nodes). The connectivity check sees the refs the pusher can see (--all less
+  // receive.hideRefs): a node's push is checked against main and its own branch only.
   const config: Array<[string, string]> = [['http.receivepack', 'true'], ['core.alternateRefsPrefixes', 'refs/heads/main'], ...ctx.gitConfig];
   env.GIT_CONFIG_COUNT = String(config.length);
   config.forEach(([key, value], i) => {

@@ -9,6 +9,7 @@ import { allowAll, parseBasicAuth, type Authorizer } from './auth.js';
 import { cgiEnv, killGroup, runCgi, type CgiRun } from './backend.js';
 import { checkedDir } from './dirs.js';
 import { answerMainPoll, MAX_POLL_BODY } from './ls-refs.js';
+import { openPackCache } from './pack-cache.js';
 import { route } from './route.js';
 import { servePackageFile } from './static.js';
 import { gitExecPath } from '../git.js';
@@ -37,6 +38,7 @@ export interface GitServerOptions {
 /** Serve every bare repository DATA/NAME.git at /NAME.git over smart HTTP through the real `git http-backend`. */
 export async function startGitServer(opts: GitServerOptions): Promise<GitServer> {
   const data = await checkedDir(opts.data, 'data');
+  const packCache = openPackCache(data);
   const packages = opts.packages === undefined ? undefined : await checkedDir(opts.packages, 'packages');
   const backend = await httpBackendPath();
   const authorize = opts.authorize ?? allowAll;
@@ -68,7 +70,7 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
       if (answer) return void res.writeHead(200, GIT_RESULT).end(answer);
       body = Readable.from([bytes]);
     }
-    const env = cgiEnv({ projectRoot: data, ...r, user: verdict.user, ...(verdict.role ? { role: verdict.role } : {}), gitConfig: verdict.gitConfig ?? [] }, req);
+    const env = cgiEnv({ projectRoot: data, ...r, user: verdict.user, ...(verdict.role ? { role: verdict.role } : {}), gitConfig: [...packCache.config, ...(verdict.gitConfig ?? [])] }, req);
     const run = runCgi(backend, env, body, res, (message) => log('git http-backend failed', { path: r.pathInfo, message }),
       (message) => log('push refused', { path: r.pathInfo, user: verdict.user, message }));
     runs.add(run);
@@ -107,6 +109,7 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
     clearTimeout(escalate);
     server.closeAllConnections();
     await closed;
+    packCache.close();
   };
   return { url: `${opts.tls ? 'https' : 'http'}://${host}:${port}/`, port, close: () => (closing ??= close()) };
 }
