@@ -82,6 +82,35 @@ describe('the pack cache', { timeout: 60_000 }, () => {
     }
   });
 
+  it('serves many hosts fetching the same change at once, each a whole pack, and leaves no lock behind', async () => {
+    const root = realpathSync(tmp('mesh-pack-flight-'));
+    const data = join(root, 'data');
+    mkdirSync(data);
+    await git(data, 'init', '--quiet', '--bare', '--initial-branch=main', 'fleet.git');
+    const server = await startGitServer({ data, port: 0 });
+    try {
+      const url = `${server.url}fleet.git`;
+      const work = join(root, 'work');
+      await git(root, 'clone', '--quiet', url, 'work');
+      await git(work, 'checkout', '--quiet', '-b', 'main');
+      for (let i = 0; i < 200; i++) writeFileSync(join(work, `file-${i}`), `${i}\n`.repeat(1000 + i));
+      await git(work, 'add', '.');
+      await git(work, 'commit', '--quiet', '-m', 'many files');
+      await git(work, 'push', '--quiet', 'origin', 'main');
+      const tip = await git(work, 'rev-parse', 'HEAD');
+      const hosts = Array.from({ length: 8 }, (_, i) => `host-${i}`);
+      await Promise.all(hosts.map((h) => git(root, 'clone', '--quiet', '--depth=1', url, h)));
+      for (const h of hosts) {
+        expect(await git(join(root, h), 'rev-parse', 'HEAD')).toBe(tip);
+        await git(join(root, h), 'fsck', '--no-progress');
+      }
+      expect(entries(data).size).toBe(1); // the operator's first clone of an empty repository made none
+      expect(readdirSync(join(data, '.mesh-pack-cache')).filter((f) => !f.endsWith('.pack'))).toEqual([]);
+    } finally {
+      await server.close();
+    }
+  });
+
   it('sweeps what was not used for an hour, and the least recently used beyond its size', () => {
     const dir = tmp('mesh-pack-sweep-');
     const now = Date.parse('2026-12-04T12:00:00Z');

@@ -8,9 +8,10 @@
  * the same arguments and input in the same repository gets the pack made for the first one.
  *
  * upload-pack checks what a client may want before it starts pack-objects, so a cached pack only
- * ever goes to a request that could have had it made. The cache holds packs only: it is emptied
- * of entries not used for an hour, and of the oldest beyond MAX_BYTES, when the server starts and
- * every ten minutes.
+ * ever goes to a request that could have had it made. While one request makes a pack, the same
+ * requests wait for it (a lock folder beside it) instead of making it again. The cache holds
+ * packs only: it is emptied of entries not used for an hour, and of the least recently used beyond
+ * MAX_BYTES, when the server starts and every ten minutes.
  */
 import { chmodSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -26,20 +27,31 @@ function hookScript(dir: string): string {
 # Written by mesh-cli serve at every start: git upload-pack runs this instead of git pack-objects
 # (uploadpack.packObjectsHook). The same request in the same repository gets the same pack: the
 # first host to fetch a change makes it, the others get a copy (mesh-cli/server/pack-cache.ts).
+# Few processes on the way to a copy: a fleet's hosts all fetch the same change at once.
 cache=${shellQuote(dir)}
-input=$(mktemp "$cache/in.XXXXXX") || exec "$@"
-cat > "$input" || { rm -f "$input"; exit 1; }
-key=$( (pwd; printf '%s\\n' "$@"; cat "$input") | sha256sum | cut -d' ' -f1)
-pack="$cache/$key.pack"
+input=$(cat) || exit 1
+key=$(printf '%s\\n%s\\n%s\\n' "$PWD" "$*" "$input" | sha256sum) || exit 1
+pack="$cache/\${key%% *}.pack"
+# Hosts that ask for a pack being made wait for it (up to a minute), rather than make it again.
+locked=no
+waited=0
+while [ ! -f "$pack" ]; do
+  if mkdir "$pack.lock" 2>/dev/null; then locked=yes; break; fi
+  [ "$waited" -lt 600 ] || break
+  sleep 0.1
+  waited=$((waited + 1))
+done
+unlock() { [ "$locked" = no ] || rmdir "$pack.lock" 2>/dev/null; }
 # cat fails before writing anything when there is no such entry; then the pack is made.
-if cat "$pack" 2>/dev/null; then
+if [ -f "$pack" ] && cat "$pack" 2>/dev/null; then
+  unlock
   touch -c "$pack"
-  rm -f "$input"
   exit 0
 fi
-"$@" < "$input" > "$pack.$$" || { status=$?; rm -f "$input" "$pack.$$"; exit $status; }
-rm -f "$input"
-mv -f "$pack.$$" "$pack"
+made="$pack.$$"
+printf '%s\\n' "$input" | "$@" > "$made" || { status=$?; rm -f "$made"; unlock; exit $status; }
+mv -f "$made" "$pack"
+unlock
 exec cat "$pack"
 `;
 }
@@ -59,6 +71,8 @@ export function openPackCache(data: string): PackCache {
   const hook = join(hooks, 'pack-objects');
   writeFileSync(hook, hookScript(dir), { mode: 0o755 });
   chmodSync(hook, 0o755);
+  // A pack being made when an earlier server was stopped is not being made any more.
+  for (const name of safeList(dir)) if (name.endsWith('.lock')) rmSync(join(dir, name), { recursive: true, force: true });
   sweepPackCache(dir);
   const timer = setInterval(() => sweepPackCache(dir), SWEEP_EVERY_MS);
   timer.unref();
@@ -74,8 +88,8 @@ export function sweepPackCache(dir: string, now = Date.now(), maxAgeMs = MAX_AGE
   for (const name of safeList(dir)) {
     const file = join(dir, name);
     const st = statSync(file, { throwIfNoEntry: false });
-    if (!st?.isFile()) continue;
-    if (now - st.mtimeMs > maxAgeMs) rmSync(file, { force: true });
+    if (!st) continue;
+    if (now - st.mtimeMs > maxAgeMs) rmSync(file, { recursive: true, force: true });
     else if (/^[0-9a-f]{64}\.pack$/.test(name)) kept.push({ file, used: st.mtimeMs, size: st.size });
   }
   let total = kept.reduce((sum, e) => sum + e.size, 0);
