@@ -20,6 +20,8 @@ export const HostConfig = z.strictObject({
   url: z.string(),
   /** Where reports are pushed when `url` is a read-only mirror (set by hand). */
   pushUrl: z.string().optional(),
+  /** Read mirrors of `url` (from the token): main is polled and fetched from the first that answers, then from `url`. */
+  mirrors: z.array(z.string()).optional(),
   /** For an https fleet: the SHA-256 of the server's certificate, from the token (the host trusts exactly that certificate). */
   tlsPin: z.string().optional(),
   mainBranch: z.string(),

@@ -22,6 +22,7 @@ import { signersCommand } from './commands/signers.js';
 import { packagesCommand } from './commands/packages.js';
 import { setCommand } from './commands/set.js';
 import { varsCommand } from './commands/vars.js';
+import { mirrorCommand } from './commands/mirror.js';
 import { verifyRangeCommand } from './commands/verify-range.js';
 
 const program = new Command('mesh-cli').description('operate a mesh fleet from its git repository').version(HOST_VERSION).showHelpAfterError();
@@ -56,9 +57,10 @@ program
   .option('--json', 'print the result as JSON (the token text included when not written to --out)')
   .option('--no-credential', 'issue no git credential for mesh-cli serve (the fleet repo is served by another git server)')
   .option('--group <path>', 'a new node goes in nodes/PATH/NODE/ (PATH: group names joined by /, e.g. web/eu); an existing node must already be there')
-  .action(async (node: string, o: { out?: string; url?: string; expires: number; json?: boolean; credential: boolean; group?: string }) => {
+  .option('--mirror <url>', 'a read mirror of the fleet URL (repeatable, in order): the host polls and fetches main from the first that answers and pushes its reports to the fleet URL', (url: string, all: string[]) => [...all, url], [] as string[])
+  .action(async (node: string, o: { out?: string; url?: string; expires: number; json?: boolean; credential: boolean; group?: string; mirror: string[] }) => {
     const fleet = await openFleet(process.cwd());
-    const issued = await issueToken(fleet, node, { url: o.url, expiresMs: o.expires, now: new Date(), credential: o.credential, group: o.group });
+    const issued = await issueToken(fleet, node, { url: o.url, expiresMs: o.expires, now: new Date(), credential: o.credential, group: o.group, mirrors: o.mirror });
     if (o.out) writeTokenFile(o.out, issued.text);
     if (o.json) console.log(JSON.stringify({ node, generation: issued.token.generation, expires: issued.token.expires, commit: issued.commit, out: o.out ?? null, ...(o.out ? {} : { token: issued.text }) }));
     else if (!o.out) process.stdout.write(issued.text);
@@ -72,6 +74,7 @@ retireCommand(program);
 revokeCommand(program);
 signersCommand(program);
 varsCommand(program);
+mirrorCommand(program);
 verifyRangeCommand(program);
 setCommand(program);
 packagesCommand(program);

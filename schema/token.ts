@@ -6,6 +6,8 @@ export const TokenFile = z.strictObject({
   kind: z.literal('mesh-token'),
   version: z.literal(1),
   url: z.string().min(1),
+  /** Read mirrors of `url`: hosts poll and fetch main from the first that answers, and push their reports to `url`. */
+  mirrors: z.array(z.string().min(1)).optional(),
   node: NodeName,
   generation: z.number().int().nonnegative(),
   /** The token's private key (PKCS8 PEM). Its public half is in nodes/<node>/node.yaml. */

@@ -92,6 +92,7 @@ async function enrolLocked(token: TokenFile, tokenFile: string, paths: HostPaths
     node: token.node,
     generation: token.generation,
     url: token.url,
+    ...(token.mirrors?.length ? { mirrors: token.mirrors } : {}),
     mainBranch: token.mainBranch,
     nodeKey,
     tokenKey: sshPublicKey(publicKeyOf(tokenKey)),

@@ -56,11 +56,16 @@ export interface FleetRepo {
 
 /**
  * A FleetRepo over the bare git dir `gitdir`, talking to `url` with `http`; reports go to
- * `pushUrl` when given (a primary behind read-only mirrors), and `upkeep` bounds the local repository.
+ * `pushUrl` when given (else `url`), and `upkeep` bounds the local repository. With `mirrors`,
+ * main is polled and fetched from the first of them that answers, then from `url`: a mirror is
+ * as untrusted as any server (the trust check is the caller's), and one that is down costs one
+ * failed request. Report branches live only on the push URL.
  */
-export async function openFleetRepo(gitdir: string, url: string, http: HttpClient, opts: { upkeep?: Upkeep; pushUrl?: string } = {}): Promise<FleetRepo> {
+export async function openFleetRepo(gitdir: string, url: string, http: HttpClient, opts: { upkeep?: Upkeep; pushUrl?: string; mirrors?: string[] } = {}): Promise<FleetRepo> {
   const upkeep = opts.upkeep ?? DEFAULT_UPKEEP;
   const pushUrl = opts.pushUrl ?? url;
+  const reads = [...new Set([...(opts.mirrors ?? []), url])];
+  let readUrl = reads[0]!; // the one that answered last
   recoverSwap(gitdir);
   let cache = {};
   const fresh = !fs.existsSync(gitdir) || fs.readdirSync(gitdir).length === 0;
@@ -74,25 +79,41 @@ export async function openFleetRepo(gitdir: string, url: string, http: HttpClien
   let retryAfter: number | null = null;
 
   const resolveOr = async (ref: string, dir = gitdir) => git.resolveRef({ fs, gitdir: dir, ref }).catch(() => null);
-  const network = async <T>(what: string, op: () => Promise<T>): Promise<T> => {
+  const network = async <T>(what: string, op: () => Promise<T>, at = what === 'push' ? pushUrl : url): Promise<T> => {
     try {
       const result = await op();
       retryAfter = null;
       return result;
     } catch (e) {
       if (e instanceof MeshError && typeof e.data.retryAfterMs === 'number') retryAfter = e.data.retryAfterMs;
-      throw networkError(what, what === 'push' ? pushUrl : url, e);
+      throw networkError(what, at, e);
     }
   };
-  const serverTip = async (ref: string, at = url) => (await network('poll', () => lsRefs(http, at, ref))).find((r) => r.ref === ref)?.oid ?? null;
+  const serverTip = async (ref: string, at: string) => (await network('poll', () => lsRefs(http, at, ref), at)).find((r) => r.ref === ref)?.oid ?? null;
+  /** `op` at the read URL that answered last, then at the others in order; the last failure when none answers. */
+  const fromReads = async <T>(op: (at: string) => Promise<T>): Promise<T> => {
+    let failure: unknown;
+    for (const at of [readUrl, ...reads.filter((r) => r !== readUrl)]) {
+      try {
+        const result = await op(at);
+        readUrl = at;
+        return result;
+      } catch (e) {
+        if (!(e instanceof MeshError && e.code === 'E_FLEET_UNREACHABLE') || reads.length === 1) throw e;
+        failure = e;
+      }
+    }
+    throw failure;
+  };
   /**
    * Fetch `branch` into `dir` (depth: shallow, or incremental when undefined) and point the local
    * branch of that name at it: isomorphic-git offers the server only a local branch of the name it
    * fetches as "have", and without one every fetch would send the whole tree again.
    * Returns the fetched tip, or null when the server has no such branch.
    */
-  const fetchInto = async (dir: string, branch: string, depth?: number) => {
-    const tip = await network('fetch', () => fetchBranch({ gitdir: dir, http, url, branch, cache, ...(depth ? { depth } : {}) }));
+  const fetchInto = async (dir: string, branch: string, depth?: number, from?: string) => {
+    const get = (at: string) => network('fetch', () => fetchBranch({ gitdir: dir, http, url: at, branch, cache, ...(depth ? { depth } : {}) }), at);
+    const tip = from === undefined ? await fromReads(get) : await get(from);
     if (tip) await git.writeRef({ fs, gitdir: dir, ref: `refs/heads/${branch}`, value: tip, force: true });
     return tip;
   };
@@ -106,7 +127,7 @@ export async function openFleetRepo(gitdir: string, url: string, http: HttpClien
     const renewed = await renewIfOutgrown(gitdir, upkeep, async (next, fetched, reports) => {
       await init(next, url);
       for (const b of new Set([...fetched, ...(also ? [also] : [])])) await fetchInto(next, b, 1);
-      for (const r of reports) await fetchInto(next, r, 2);
+      for (const r of reports) await fetchInto(next, r, 2, pushUrl);
     });
     if (renewed) cache = {};
     return renewed;
@@ -127,12 +148,12 @@ export async function openFleetRepo(gitdir: string, url: string, http: HttpClien
   };
 
   const repo: FleetRepo = {
-    poll: (branch) => serverTip(`refs/heads/${branch}`),
+    poll: (branch) => fromReads((at) => serverTip(`refs/heads/${branch}`, at)),
     async fetch(branch) {
       const renewed = await renew(branch).catch(() => false); // a failed renewal leaves the old repository: fetch into it
       const first = !renewed && (await fetchedTip(branch)) === null;
       const tip = renewed ? await resolveOr(`refs/remotes/origin/${branch}`) : await fetchInto(gitdir, branch, first ? 1 : undefined);
-      if (!tip) throw new MeshError('E_NO_MAIN', `the fleet repo ${url} has no branch ${branch}`, { next: 'wait' });
+      if (!tip) throw new MeshError('E_NO_MAIN', `the fleet repo ${readUrl} has no branch ${branch}`, { next: 'wait' });
       return tip;
     },
     fetched: (branch) => fetchedTip(branch),
@@ -155,9 +176,9 @@ export async function openFleetRepo(gitdir: string, url: string, http: HttpClien
       return oid;
     },
     async adopt(ref) {
-      const tip = await serverTip(ref);
+      const tip = await serverTip(ref, pushUrl);
       if (!tip) return null;
-      return fetchInto(gitdir, ref.replace(/^refs\/heads\//, ''), 2);
+      return fetchInto(gitdir, ref.replace(/^refs\/heads\//, ''), 2, pushUrl);
     },
     async peek(ref) {
       if (!(await serverTip(ref, pushUrl))) return null;
@@ -192,7 +213,7 @@ export async function openFleetRepo(gitdir: string, url: string, http: HttpClien
     },
     retryAfterMs: () => retryAfter,
     async deepen(branch, depth) {
-      await network('fetch', () => fetchBranch({ gitdir, http, url, branch, cache, depth, relative: true }));
+      await fromReads((at) => network('fetch', () => fetchBranch({ gitdir, http, url: at, branch, cache, depth, relative: true }), at));
     },
     recovered: () => recoveryNote(gitdir),
   };

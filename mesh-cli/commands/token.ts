@@ -41,7 +41,7 @@ export interface IssuedToken {
 }
 
 /** Issue a token for `node` in `fleet`: a new node goes in the group `group` (a path of group names, e.g. web/eu), an existing one stays where it is. */
-export async function issueToken(fleet: Fleet, node: string, opts: { url?: string; expiresMs: number; now: Date; credential?: boolean; group?: string }): Promise<IssuedToken> {
+export async function issueToken(fleet: Fleet, node: string, opts: { url?: string; expiresMs: number; now: Date; credential?: boolean; group?: string; mirrors?: string[] }): Promise<IssuedToken> {
   if (!NODE_NAME.test(node)) throw new MeshError('E_BAD_NODE', `'${node}' is not a valid node name: use lower-case letters, digits and -, at most 63 characters`);
   if (RESERVED_NODE_NAMES.includes(node)) {
     throw new MeshError('E_RESERVED_NODE', `'${node}' is a reserved name (${RESERVED_NODE_NAMES.join(', ')}): a node so named could never log in to the fleet server or would be mistaken for a branch or a route of it; choose another name`);
@@ -68,6 +68,7 @@ export async function issueToken(fleet: Fleet, node: string, opts: { url?: strin
     kind: 'mesh-token',
     version: 1,
     url,
+    ...(opts.mirrors?.length ? { mirrors: opts.mirrors.map(withoutCredentials) } : {}),
     node,
     generation: identity.generation,
     secret: encodePrivateKey(keys.privateKey),

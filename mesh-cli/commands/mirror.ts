@@ -1,0 +1,53 @@
+/**
+ * `mesh-cli mirror sync URL...`: make each read mirror's main the fleet server's main. Hosts
+ * enrolled with `token issue --mirror URL` poll and fetch main from their first mirror that
+ * answers and push their reports to the fleet server, so a mirror holds main only. A mirror is as
+ * untrusted as any server: hosts check main's signatures whatever served it; a mirror that falls
+ * behind only delays its hosts. Run it after each push of main (from CI, or a post-receive hook
+ * on the fleet server: docs/scale.md).
+ */
+import type { Command } from 'commander';
+import { MeshError, messageOf } from '../../core/errors.js';
+import { openFleet, type Fleet } from '../fleet.js';
+import { git } from '../git.js';
+import { withoutCredentials } from './token.js';
+
+export interface Synced {
+  main: string;
+  mirrors: Array<{ url: string; ok: boolean; error?: string }>;
+}
+
+/** Push origin's main, as fetched now, to each of `urls` (forced: a mirror follows the fleet server). */
+export async function syncMirrors(fleet: Fleet, urls: string[]): Promise<Synced> {
+  const branch = fleet.config.mainBranch;
+  await git(fleet.dir, ['fetch', '--quiet', 'origin', `+refs/heads/${branch}:refs/remotes/origin/${branch}`]);
+  const main = (await git(fleet.dir, ['rev-parse', `refs/remotes/origin/${branch}`])).trim();
+  const mirrors: Synced['mirrors'] = [];
+  for (const url of urls) {
+    try {
+      await git(fleet.dir, ['push', '--quiet', '--force', '--no-verify', url, `refs/remotes/origin/${branch}:refs/heads/${branch}`]);
+      mirrors.push({ url: withoutCredentials(url), ok: true });
+    } catch (e) {
+      const said = String((e as MeshError).data?.stderr ?? messageOf(e)).split('\n').filter(Boolean).at(-1) ?? '';
+      mirrors.push({ url: withoutCredentials(url), ok: false, error: withoutCredentials(said.replace(/^fatal: /, '')) });
+    }
+  }
+  return { main, mirrors };
+}
+
+export function mirrorCommand(program: Command): void {
+  program
+    .command('mirror')
+    .description('read mirrors of the fleet server')
+    .command('sync')
+    .description("push the fleet server's main to each read mirror")
+    .argument('<url...>', "each mirror's repository URL, with an operator credential of that server where it needs one")
+    .option('--json', 'print the result as JSON')
+    .action(async (urls: string[], o: { json?: boolean }) => {
+      const synced = await syncMirrors(await openFleet(process.cwd()), urls);
+      if (o.json) console.log(JSON.stringify(synced));
+      else for (const m of synced.mirrors) console.log(m.ok ? `${m.url}: main at ${synced.main.slice(0, 12)}` : `${m.url}: not synced: ${m.error}`);
+      const failed = synced.mirrors.filter((m) => !m.ok);
+      if (failed.length > 0) throw new MeshError('E_MIRROR_SYNC', `${failed.length} of ${synced.mirrors.length} mirror(s) not synced; their hosts keep the last main they had until the next sync`, { next: 'retry' });
+    });
+}
