@@ -45,6 +45,7 @@ import type { Host } from './host.js';
 import { buildReport, continueFromServer, recordReport, sameAsLast, sendReports, type ReportBody } from './report.js';
 import { credentialRefused, nothingApplied, sealed, trustStage } from './trust/gate.js';
 import type { HostPaths } from './paths.js';
+import { ensureIdentity, readIdentity } from './secrets/identity.js';
 
 export interface PassResult {
   report: Report;
@@ -70,6 +71,7 @@ const EMPTY: TreeReader = { list: async () => null, read: async () => null, fold
 /** Run one pass for an enrolled host. */
 export async function reconcile(host: Host, opts: { heartbeatMs: number }): Promise<PassResult> {
   if (host.store.fresh) throw storeLost(host);
+  await ensureIdentity(host.paths, host.ctx);
   const { commit: tip, disconnected } = await contact(host);
   const gate = await trustStage(host, tip);
   const commit = gate.commit;
@@ -173,7 +175,7 @@ function labelled(assignment: Assignment, body: ReportBody): ReportBody {
 /** `continued`: this pass already continued from the server's report branch once (the push after that is not retried again). */
 async function report(host: Host, body: ReportBody, heartbeatMs: number, disconnected?: string, continued = false): Promise<PassResult> {
   const now = host.ctx.now();
-  const report = buildReport(host.config, host.store, body, now);
+  const report = buildReport(host.config, host.store, body, now, readIdentity(host.paths)?.recipient);
   const last = host.store.data.report;
   const heartbeatDue = !last.at || now.getTime() - Date.parse(last.at) >= heartbeatMs;
   const fresh = !sameAsLast(host.store, report) || heartbeatDue;
