@@ -21,6 +21,7 @@ import { revokeCommand } from './commands/revoke.js';
 import { signersCommand } from './commands/signers.js';
 import { packagesCommand } from './commands/packages.js';
 import { setCommand } from './commands/set.js';
+import { secretCommand } from './commands/secret.js';
 import { varsCommand } from './commands/vars.js';
 import { verifyRangeCommand } from './commands/verify-range.js';
 
@@ -74,6 +75,7 @@ signersCommand(program);
 varsCommand(program);
 verifyRangeCommand(program);
 setCommand(program);
+secretCommand(program);
 packagesCommand(program);
 
 throwUsageErrors(program).parseAsync().catch((e: unknown) => exitWith('mesh-cli', e));

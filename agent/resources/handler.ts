@@ -14,6 +14,7 @@ import type { Faults } from '../fault.js';
 import type { StoreChecks } from '../store/checks.js';
 import type { HostConfig } from '../config.js';
 import type { HostPaths } from '../paths.js';
+import type { HostSecrets } from '../secrets/host.js';
 
 export type { Observed };
 
@@ -43,7 +44,7 @@ export interface Loaders {
   /** The host's self-upgrade hooks (upgrade/upgrade.ts), needed only when a pass changes the host's own package. */
   hostUpgrade(): Promise<HostUpgrade>;
   /** The node's secrets (secrets/host.ts: its age identity, decrypting), needed only by a pass whose declaration reads a secret or a host without an identity yet. */
-  secrets?(): Promise<typeof import('../secrets/host.js')>;
+  secrets?(): Promise<HostSecrets>;
 }
 
 /** What a handler gets for one pass: the host's context, this pass's caches, and what its hooks need to know. */

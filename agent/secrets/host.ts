@@ -22,6 +22,12 @@ import type { HostPaths } from '../paths.js';
 import { markSensitive } from '../store/seal.js';
 import { readIdentity } from './identity.js';
 
+/** What a pass loads this module for (main.ts's loader). */
+export interface HostSecrets {
+  ensureIdentity(paths: HostPaths, now: Date): Promise<string>;
+  reveal(paths: HostPaths, tree: TreeReader, node: string, opts: LoadOptions, declaration: Declaration): Promise<Revealed>;
+}
+
 /** What a pass applies once its secrets are revealed. */
 export interface Revealed {
   /** The declared resources in order, those that read a secret rendered with its value (and marked sensitive); the failed ones left out. */
