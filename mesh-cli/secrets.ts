@@ -6,10 +6,10 @@
 import { readLayout, type FleetLayout } from '../core/fleet/layout.js';
 import type { Problem } from '../core/errors.js';
 import { readSecrets, SECRETS_FILE, type PlacedSecret } from '../core/secrets/levels.js';
-import type { CurrentRecipients } from '../core/secrets/recipients.js';
+import { encryptedTo, type CurrentRecipients } from '../core/secrets/recipients.js';
 import type { Fleet } from './fleet.js';
 import { lastReports, reportedNodes, trusted } from './reports.js';
-import type { FleetTree } from './tree.js';
+import { workingTree, type FleetTree } from './tree.js';
 
 /** Every level folder of `layout`: nodes/, each group's, each node's. */
 export function levelsOfLayout(layout: FleetLayout): string[] {
@@ -38,4 +38,10 @@ export async function currentRecipients(fleet: Fleet): Promise<CurrentRecipients
   if (nodes.length === 0) return null;
   const reports = await lastReports(fleet, nodes);
   return new Map(nodes.map((n) => [n, trusted(reports.get(n))?.recipient ?? null]));
+}
+
+/** The secrets in `fleet`'s checkout encrypted to `node` ("FILE: NAME"): their values must change when it leaves, since old commits hold blocks it can open. */
+export async function secretsOf(dir: string, node: string): Promise<string[]> {
+  const { byFile } = await allSecrets(workingTree(dir));
+  return [...byFile.values()].flatMap((entries) => encryptedTo(node, entries).map((s) => `${s.file}: ${s.name}`));
 }

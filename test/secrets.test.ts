@@ -189,4 +189,13 @@ describe('secrets: values only the nodes they are for can read', { timeout: 240_
     const again = await cli(fleet.checkout, 'secret', 'rekey', '--identity', operatorFile);
     expect(again.stdout).toBe("every secret is encrypted to its nodes' current recipients and the operators: nothing to do\n");
   });
+
+  it('retire and revoke list the secrets whose values must change', async () => {
+    const revoked = await cli(fleet.checkout, 'revoke', 'web-1', '--json');
+    expect(JSON.parse(revoked.stdout).secrets).toEqual([]);
+    const retired = await cli(fleet.checkout, 'retire', 'db-1', '--json');
+    expect(JSON.parse(retired.stdout).secrets).toEqual(['nodes/db/secrets.yaml: db_password']);
+    const text = await cli(fleet.checkout, 'revoke', 'db-1');
+    expect(text.stdout).toContain("and change the value of every secret encrypted to db-1 ('mesh-cli secret set NAME --level PATH'; a rekey does not take back the blocks old commits hold):\n  - nodes/db/secrets.yaml: db_password\n");
+  });
 });

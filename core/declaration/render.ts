@@ -196,7 +196,7 @@ async function withSource(pass: Pass, resource: Resource, dir: string, file: str
       return null;
     }
     content = rendered.text;
-    secrets.push(...rendered.secrets);
+    secrets.push(...(rendered.secrets ?? []));
   }
   const { source: _source, ...fields } = rest;
   return { ...fields, content } as Resource;
@@ -223,12 +223,12 @@ function renderFields(data: unknown, parsed: Parsed, scope: TemplateScope, reads
         problems.push(r.problem);
         return value;
       }
-      if (r.secrets.length > 0 && !body) {
+      if (r.secrets && !body) {
         problems.push({ file: parsed.file, ...positionIn(parsed.source, path), message: `secrets.${r.secrets[0]} is read here, but a secret may be read only in a body (content, source, run, unless) of a resource with template: true, so that it never shows in an id, a plan line or a report` });
         return value;
       }
       sink.scopes.push(...r.reads);
-      sink.secrets.push(...r.secrets);
+      sink.secrets.push(...(r.secrets ?? []));
       return convert(r.text, path, parsed, problems);
     }
     if (Array.isArray(value)) return value.map((v, i) => render(v, [...path, i], sink, body));

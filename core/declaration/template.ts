@@ -26,7 +26,8 @@ export type ScopeName = keyof TemplateScope;
 /** Maps a position inside the template text (1-based) to its place in the file. */
 export type PlaceOf = (line: number, col: number) => { line: number; col: number };
 
-export type Rendered = { ok: true; text: string; reads: ScopeName[]; secrets: string[] } | { ok: false; problem: Problem };
+/** `secrets`: the names of the secrets it read, when it read any. */
+export type Rendered = { ok: true; text: string; reads: ScopeName[]; secrets?: string[] } | { ok: false; problem: Problem };
 
 const engine = new Liquid({
   strictVariables: true,
@@ -53,7 +54,7 @@ export function renderTemplate(source: string, scope: TemplateScope, file: strin
     const text = engine.renderSync(template, { ...scope }) as string;
     const reads = engine.globalVariablesSync(template).filter((n): n is ScopeName => n in scope);
     const secrets = reads.includes('secrets') ? secretNames(template) : [];
-    return { ok: true, text, reads: [...new Set(reads)].sort(), secrets };
+    return { ok: true, text, reads: [...new Set(reads)].sort(), ...(secrets.length > 0 ? { secrets } : {}) };
   } catch (e) {
     return { ok: false, problem: problemOf(e, scope, file, placeOf) };
   }
