@@ -9,7 +9,7 @@
  * and the next pass applies. The stock `age` CLI opens the block with the node's identity file.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -66,7 +66,7 @@ describe('secrets: values only the nodes they are for can read', { timeout: 240_
   const pass = async (node: string) => {
     const r = await runProgram('node', [MESH_HOST, 'run', '--once', '--json', '--root', roots.get(node)!], roots.get(node)!, { MESH_LOG_LEVEL: 'debug' });
     logs.push(r.stdout, r.stderr);
-    return { ...r, report: JSON.parse(r.stdout.trim().split('\n').pop()!) as { outcome: string; resources: Array<{ id: string; result: string; error?: string; output?: string }> } };
+    return { ...r, report: JSON.parse(r.stdout.trim().split('\n').pop()!) as { outcome: string; delivery: string; recipient?: string; resources: Array<{ id: string; result: string; error?: string; output?: string }> } };
   };
   const line = (report: { resources: Array<{ id: string }> }, id: string) => report.resources.find((r) => r.id === id);
 
@@ -188,6 +188,20 @@ describe('secrets: values only the nodes they are for can read', { timeout: 240_
     expect(readFileSync(join(roots.get('db-1')!, 'etc/db.conf'), 'utf8')).toBe(`password=${PLAINTEXT}\n`);
     const again = await cli(fleet.checkout, 'secret', 'rekey', '--identity', operatorFile);
     expect(again.stdout).toBe("every secret is encrypted to its nodes' current recipients and the operators: nothing to do\n");
+  });
+
+  it('a host without an identity (enrolled before secrets existed) makes one at its next pass, and that report is news, not a heartbeat', async () => {
+    const file = join(roots.get('web-1')!, 'etc/mesh-host/age-identity.txt');
+    const before = readFileSync(file, 'utf8');
+    await pass('web-1');
+    const quiet = await pass('web-1');
+    expect(quiet.report).toMatchObject({ delivery: 'unchanged', recipient: /# public key: (age1\S+)/.exec(before)![1] });
+    rmSync(file);
+    const made = await pass('web-1');
+    const recipient = /# public key: (age1\S+)/.exec(readFileSync(file, 'utf8'))![1];
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(recipient).not.toBe(quiet.report.recipient);
+    expect(made.report).toMatchObject({ delivery: 'pushed', recipient });
   });
 
   it('retire and revoke list the secrets whose values must change', async () => {

@@ -2,7 +2,9 @@
  * A resource that read a secret is applied with the secret's value, but never written down with
  * it: wherever the store keeps it, its bodies (a file's content) are replaced by an HMAC-SHA256
  * keyed with a random key that only this node holds (secrets-hmac.key in the state folder, 0600).
- * A plain hash would not do: a short password's hash can be searched for. The mark travels with
+ * A plain hash would not do: a short password's hash can be searched for. What was in such a
+ * file before mesh took it over is not kept either (it may be the same value, put there by hand):
+ * un-declaring the resource then leaves the file as it is. The mark travels with
  * the resource object through the pass (a symbol: JSON never writes it), so the store, and only
  * the store's files, need to know.
  */
@@ -33,7 +35,9 @@ export function sealRecord(record: OwnedRecord, storePath: string): OwnedRecord 
   const key = hmacKey(storePath);
   const resource: Record<string, unknown> = { ...record.resource };
   for (const field of BODIES) if (typeof resource[field] === 'string') resource[field] = hmacOf(key, resource[field] as string);
-  return { ...record, resource };
+  // What was there before may be the same value (put there by hand): not kept; un-declaring it then leaves the file as it is.
+  const prior = record.prior?.existed && typeof record.prior.state === 'object' && record.prior.state !== null && 'content' in record.prior.state ? { existed: true, known: false } : record.prior;
+  return { ...record, resource, prior };
 }
 
 /** `hmac-sha256:<hex>` of `text` under `key`. */
