@@ -1,5 +1,5 @@
 /**
- * load → observe → plan → apply: one pass over a declaration, the part of a reconcile pass
+ * load → reveal → observe → plan → apply: one pass over a declaration, the part of a reconcile pass
  * (reconcile.ts) that `mesh-host apply --bundle` also runs. Kept apart from the loop so that a
  * one-off `apply` does not load git, trust and reports.
  */

@@ -1,7 +1,7 @@
 /**
  * One reconcile pass, in the order a newcomer should read it:
  *
- *   contact → trust → assign → load → observe → plan → apply → record → report
+ *   contact → trust → assign → load → reveal → observe → plan → apply → record → report
  *
  * contact: ask the server for the tip of main (one small protocol-v2 request) and fetch only
  *   when it moved. If the server cannot be reached the host is disconnected: it keeps
@@ -20,6 +20,9 @@
  *   the last declaration applied is still enforced (keepLastGood).
  *   The rendered declaration is cached (declaration-cache.ts): when every file it read reads
  *   the same, with the same facts and host build, it is not parsed or rendered again.
+ * reveal (secrets/reveal.ts): the declaration renders every secret as a stand-in, as mesh-cli
+ *   renders it; the resources that read one are rendered again with the values this node's age
+ *   identity opens. One that reads a secret the node cannot open fails, and nothing of it is applied.
  * observe → plan → apply (apply-declaration.ts): read every declared resource, decide in a
  *   pure function what to change and what to remove, change it, read it back, and record it in
  *   the store once verified.

@@ -43,8 +43,9 @@ export async function ensureIdentity(paths: HostPaths, now: Date): Promise<strin
   const existing = readIdentity(paths);
   if (existing?.recipient) return existing.recipient;
   if (existing) {
-    const parsed = await parseIdentityFile(`${existing.identity}\n`);
-    return parsed!.recipient;
+    const parsed = (await parseIdentityFile(`${existing.identity}\n`))!;
+    writeIdentity(paths, parsed, now); // with its public key line, which the report reads
+    return parsed.recipient;
   }
   const id = await newIdentity();
   writeIdentity(paths, id, now);
