@@ -158,7 +158,9 @@ async function readStdin(): Promise<string> {
   if (process.stdin.isTTY) throw new MeshError('E_SECRET_STDIN', "secret set reads the value from stdin, never from an argument or a terminal: pipe it in, e.g. 'mesh-cli secret set NAME < file' or 'pass show db | mesh-cli secret set NAME'", { next: 'human' });
   const chunks: Buffer[] = [];
   for await (const c of process.stdin) chunks.push(c as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
+  const value = Buffer.concat(chunks).toString('utf8');
+  if (value === '') throw new MeshError('E_SECRET_STDIN', 'stdin was empty: pipe the value in, e.g. \'mesh-cli secret set NAME < file\'', { next: 'human' });
+  return value;
 }
 
 /** Register `secret set|show|rekey`. */
