@@ -137,7 +137,10 @@ export async function rekey(fleet: Fleet, identityFile: string, opts: { fetch: b
     if (stale.length === 0) continue;
     const { path, doc } = openFile(fleet, file.slice(0, -SECRETS_FILE.length - 1));
     for (const { s, want } of stale) {
-      for (const m of want.missing) if (!missingWarned.has(m)) missingWarned.add(m) && opts.warn(`${m} has not reported an age recipient yet: left out of its secrets`);
+      for (const m of want.missing.filter((n) => !missingWarned.has(n))) {
+        missingWarned.add(m);
+        opts.warn(`${m} has not reported an age recipient yet: left out of its secrets`);
+      }
       if (want.recipients.length === 0) throw new MeshError('E_SECRET_NO_RECIPIENTS', `${s.file}:${s.line}:${s.col}: nobody could read secret ${s.name} after a rekey (no recipient at or below ${s.level}/, no operators): nothing written`, { next: 'human' });
       const value = await decryptWith(identity, s.entry.value).catch(() => null);
       if (value === null) throw new MeshError('E_SECRET_IDENTITY', `${s.file}:${s.line}:${s.col}: secret ${s.name} is not encrypted to the identity in ${identityFile}, so it cannot be re-encrypted: nothing written. Set it again with 'mesh-cli secret set ${s.name}${s.level === 'nodes' ? '' : ` --level ${s.level.slice('nodes/'.length)}`}'`, { next: 'human' });
