@@ -1,5 +1,5 @@
 /**
- * load → observe → plan → apply: one pass over a declaration, the part of a reconcile pass
+ * load → reveal → observe → plan → apply: one pass over a declaration, the part of a reconcile pass
  * (reconcile.ts) that `mesh-host apply --bundle` also runs. Kept apart from the loop so that a
  * one-off `apply` does not load git, trust and reports.
  */
@@ -13,6 +13,7 @@ import type { ReportBody } from './report.js';
 import { handlerFor } from './resources/index.js';
 import type { ResourceContext } from './resources/handler.js';
 import type { Store } from './store/core.js';
+import { revealSecrets } from './secrets/reveal.js';
 
 /** load → observe → plan → apply against `tree`; the result becomes the body of the report. */
 export async function applyDeclaration(host: { config: { node: string }; store: Store; ctx: ResourceContext }, tree: TreeReader, commit: string | null, opts: LoadOptions): Promise<ReportBody> {
@@ -22,13 +23,17 @@ export async function applyDeclaration(host: { config: { node: string }; store: 
     const errors = loaded.problems.map((p) => ({ code: 'E_INVALID', ...p }));
     return { kind: 'reconcile', commit, digest: null, outcome: 'failed', errors, resources: [], facts };
   }
-  const { resources, digest } = loaded.declaration;
-  const { observed, errors: readErrors } = await observe(resources, host.ctx);
-  const steps = plan(resources, host.store.data.owned, observed, (r, o) => handlerFor(r).diff(r, o));
+  const { resources: declared, digest } = loaded.declaration;
+  // Resources that read a secret, rendered with its value; one that reads a secret this node cannot open fails, and nothing of it is applied or removed.
+  const { resources, failed: closed, values } = await revealSecrets(host.ctx, tree, host.config.node, opts, loaded.declaration);
+  const ctx = values.length > 0 ? { ...host.ctx, masks: values } : host.ctx;
+  const untouched = new Set(closed.map((l) => l.id));
+  const { observed, errors: readErrors } = await observe(resources, ctx);
+  const steps = plan(resources, host.store.data.owned.filter((r) => !untouched.has(r.id)), observed, (r, o) => handlerFor(r).diff(r, o));
   const releases = steps.filter(isRelease);
-  const results = await applyPlan(steps.filter((s) => !readErrors.has(s.id) && !isRelease(s)), observed, host.store, host.ctx);
-  results.push(...releases.map((s) => release(host.store, s.id)));
-  dropUndeclaredTriggers(host.store, resources);
+  const results = await applyPlan(steps.filter((s) => !readErrors.has(s.id) && !isRelease(s)), observed, host.store, ctx);
+  results.push(...releases.map((s) => release(host.store, s.id)), ...closed);
+  dropUndeclaredTriggers(host.store, declared);
   results.push(...[...readErrors].map(([id, error]) => ({ id, result: 'failed' as const, error: `cannot read current state: ${error}` })));
   const failed = results.filter((r) => r.result === 'failed').length;
   const counts = { changed: results.filter(isChange).length, drift: results.filter((r) => r.drift).length, failed, unchanged: results.filter((r) => r.result === 'unchanged').length };

@@ -28,6 +28,7 @@ const load: Loaders = {
   storeChecks: async () => (await import('./store/checks.js')).storeChecks,
   readConfig: async () => (await import('./config.js')).readConfig,
   hostUpgrade: async () => (await import('./upgrade/upgrade.js')).hostUpgrade,
+  secrets: async () => await import('./secrets/host.js'),
 };
 // A long pass shows progress on a terminal only (progress.ts); a journal or a pipe gets the summary.
 const progress = process.stderr.isTTY ? progressLines((line) => process.stderr.write(`${line}\n`)) : undefined;

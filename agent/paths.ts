@@ -3,7 +3,7 @@
  * host's own config and state resolve under it. Production uses "/".
  */
 import { lstatSync } from 'node:fs';
-import { isAbsolute, join, normalize, resolve, sep } from 'node:path';
+import { dirname, isAbsolute, join, normalize, resolve, sep } from 'node:path';
 import { MeshError } from '../core/errors.js';
 
 export interface HostPaths {
@@ -12,12 +12,16 @@ export interface HostPaths {
   configDir: string;
   config: string;
   nodeKey: string;
+  /** The node's age identity (age-keygen's format, 0600): secrets for this node are encrypted to its recipient. */
+  ageIdentity: string;
   credential: string;
   /** <root>/var/lib/mesh-host: the store, the local git object store, the lock. */
   stateDir: string;
   store: string;
   gitdir: string;
   lock: string;
+  /** The key of the HMACs that stand for the content of resources that read a secret (0600, made when first needed). */
+  hmacKey: string;
 }
 
 /** The host's own files under `root`. */
@@ -30,12 +34,19 @@ export function hostPaths(root: string): HostPaths {
     configDir,
     config: join(configDir, 'config.json'),
     nodeKey: join(configDir, 'node.key'),
+    ageIdentity: join(configDir, 'age-identity.txt'),
     credential: join(configDir, 'credential.json'),
     stateDir,
     store: join(stateDir, 'store.json'),
     gitdir: join(stateDir, 'git'),
     lock: join(stateDir, 'lock'),
+    hmacKey: hmacKeyBeside(join(stateDir, 'store.json')),
   };
+}
+
+/** The HMAC key of the store at `store` (the state folder holds both). */
+export function hmacKeyBeside(store: string): string {
+  return join(dirname(store), 'secrets-hmac.key');
 }
 
 /** Absolute, with no empty, `.` or `..` part: such a path joined to a root stays under it as written. */

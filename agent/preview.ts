@@ -11,7 +11,10 @@ import type { Resource } from '../schema/declaration.js';
 import { resourceId } from '../schema/resource-id.js';
 import { messageOf } from '../core/errors.js';
 import { plan, type Observed, type Step } from '../core/plan.js';
-import { safeDiff } from '../core/unified-diff.js';
+import { safeDiff, SENSITIVE_CHANGE } from '../core/unified-diff.js';
+import type { Declaration, LoadOptions, TreeReader } from '../core/declaration/declaration.js';
+import { revealSecrets } from './secrets/reveal.js';
+import { isSensitive } from './store/seal.js';
 import { observe } from './apply.js';
 import { preflight } from './preflight.js';
 import { handlerFor } from './resources/index.js';
@@ -37,11 +40,19 @@ export interface Preview {
   problems: Array<{ id?: string; message: string }>;
 }
 
-/** What a pass over `resources` would do here, given what `store` owns. */
-export async function preview(resources: Resource[], store: Store, ctx: ResourceContext): Promise<Preview> {
+/** What a pass over `declaration` (loaded from `tree`) would do here: its secrets revealed as a pass reveals them (secrets/reveal.ts), then `preview`. */
+export async function previewDeclaration(tree: TreeReader, node: string, opts: LoadOptions, declaration: Declaration, store: Store, ctx: ResourceContext): Promise<Preview> {
+  const revealed = await revealSecrets(ctx, tree, node, opts, declaration);
+  const closed = revealed.failed.map((l) => ({ id: l.id, message: l.error ?? 'failed' }));
+  return preview(revealed.resources, store, revealed.values.length ? { ...ctx, masks: revealed.values } : ctx, closed);
+}
+
+/** What a pass over `resources` would do here, given what `store` owns; `closed`: resources that would fail before anything (a secret this node cannot open), left alone. */
+export async function preview(resources: Resource[], store: Store, ctx: ResourceContext, closed: Array<{ id: string; message: string }> = []): Promise<Preview> {
   const { observed, errors } = await observe(resources, ctx);
-  const steps = plan(resources, store.data.owned, observed, (r, o) => handlerFor(r).diff(r, o));
-  const problems: Preview['problems'] = [...errors].map(([id, error]) => ({ id, message: `cannot read current state: ${error}` }));
+  const untouched = new Set(closed.map((c) => c.id));
+  const steps = plan(resources, store.data.owned.filter((r) => !untouched.has(r.id)), observed, (r, o) => handlerFor(r).diff(r, o));
+  const problems: Preview['problems'] = [...closed, ...[...errors].map(([id, error]) => ({ id, message: `cannot read current state: ${error}` }))];
   problems.push(...preflight(steps, ctx.root).map((p) => ({ id: p.id, message: p.message })));
   const lines: PreviewLine[] = [];
   const changing = new Set(steps.filter((s) => s.action !== 'keep').map((s) => s.id));
@@ -75,6 +86,7 @@ export async function preview(resources: Resource[], store: Store, ctx: Resource
 function change(step: Extract<Step, { action: 'change' }>, now: Observed): PreviewLine {
   const line: PreviewLine = { id: step.id, action: step.create ? 'create' : 'update', changes: step.changes, ...(step.drift ? { drift: true } : {}) };
   const r = step.resource;
+  if (isSensitive(r)) return { ...line, diff: [SENSITIVE_CHANGE] }; // it read a secret: not a line of it, before or after
   if (r.type !== 'file' || r.content === undefined || r.ensure === 'absent') return line;
   const before = typeof now?.content === 'string' ? Buffer.from(now.content, 'base64') : Buffer.alloc(0);
   const text = before.toString('utf8');

@@ -1,7 +1,7 @@
 /**
  * One reconcile pass, in the order a newcomer should read it:
  *
- *   contact → trust → assign → load → observe → plan → apply → record → report
+ *   contact → trust → assign → load → reveal → observe → plan → apply → record → report
  *
  * contact: ask the server for the tip of main (one small protocol-v2 request) and fetch only
  *   when it moved. If the server cannot be reached the host is disconnected: it keeps
@@ -20,6 +20,9 @@
  *   the last declaration applied is still enforced (keepLastGood).
  *   The rendered declaration is cached (declaration-cache.ts): when every file it read reads
  *   the same, with the same facts and host build, it is not parsed or rendered again.
+ * reveal (secrets/reveal.ts): the declaration renders every secret as a stand-in, as mesh-cli
+ *   renders it; the resources that read one are rendered again with the values this node's age
+ *   identity opens. One that reads a secret the node cannot open fails, and nothing of it is applied.
  * observe → plan → apply (apply-declaration.ts): read every declared resource, decide in a
  *   pure function what to change and what to remove, change it, read it back, and record it in
  *   the store once verified.
@@ -45,6 +48,7 @@ import type { Host } from './host.js';
 import { buildReport, continueFromServer, recordReport, sameAsLast, sendReports, type ReportBody } from './report.js';
 import { credentialRefused, nothingApplied, sealed, trustStage } from './trust/gate.js';
 import type { HostPaths } from './paths.js';
+import { ensureIdentity, readIdentity } from './secrets/identity.js';
 
 export interface PassResult {
   report: Report;
@@ -70,6 +74,7 @@ const EMPTY: TreeReader = { list: async () => null, read: async () => null, fold
 /** Run one pass for an enrolled host. */
 export async function reconcile(host: Host, opts: { heartbeatMs: number }): Promise<PassResult> {
   if (host.store.fresh) throw storeLost(host);
+  await ensureIdentity(host.paths, host.ctx);
   const { commit: tip, disconnected } = await contact(host);
   const gate = await trustStage(host, tip);
   const commit = gate.commit;
@@ -173,7 +178,7 @@ function labelled(assignment: Assignment, body: ReportBody): ReportBody {
 /** `continued`: this pass already continued from the server's report branch once (the push after that is not retried again). */
 async function report(host: Host, body: ReportBody, heartbeatMs: number, disconnected?: string, continued = false): Promise<PassResult> {
   const now = host.ctx.now();
-  const report = buildReport(host.config, host.store, body, now);
+  const report = buildReport(host.config, host.store, body, now, readIdentity(host.paths)?.recipient);
   const last = host.store.data.report;
   const heartbeatDue = !last.at || now.getTime() - Date.parse(last.at) >= heartbeatMs;
   const fresh = !sameAsLast(host.store, report) || heartbeatDue;

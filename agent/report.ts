@@ -23,7 +23,7 @@ type ReportLine = Report['errors'][number];
 export type ReportBody = Pick<Report, 'kind' | 'commit' | 'digest' | 'outcome' | 'errors' | 'resources'> & Partial<Pick<Report, 'counts' | 'facts' | 'profile' | 'inventory' | 'briefing' | 'signer' | 'trust' | 'lastApplied'>>;
 
 /** The full report for this pass, chained to the previous one in the store. */
-export function buildReport(config: HostConfig, store: Store, body: ReportBody, now: Date): Report {
+export function buildReport(config: HostConfig, store: Store, body: ReportBody, now: Date, recipient?: string | null): Report {
   return {
     format: 1,
     node: config.node,
@@ -35,6 +35,7 @@ export function buildReport(config: HostConfig, store: Store, body: ReportBody, 
     previous: store.data.report.hash,
     observedAt: now.toISOString(),
     ...body,
+    ...(recipient ? { recipient } : {}),
     owned: store.data.owned.map(recoveryCopy),
   };
 }

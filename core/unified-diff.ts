@@ -133,6 +133,9 @@ export function elideSecrets(lines: string[]): string[] {
 
 const SECRET_PATH = /(secret|passw|shadow|token|credential|private|\.key$|\.pem$|\.p12$|id_rsa|id_ed25519)/i;
 
+/** The one line every diff shows for a resource that read a secret, whatever its template did with the value (encoded, split, hashed). */
+export const SENSITIVE_CHANGE = 'changed (sensitive)';
+
 /** The diff of a file at `path`: whole-content elision when the path itself looks secret (/etc/shadow, *.key), else per line. */
 export function safeDiff(path: string, before: string, after: string): string[] {
   const lines = unifiedDiff(before, after);

@@ -9,7 +9,10 @@ import { plan } from '../core/plan.js';
 import type { Resource } from '../schema/declaration.js';
 import { resourceId } from '../schema/resource-id.js';
 import type { OwnedRecord } from '../schema/report.js';
-import { safeDiff } from '../core/unified-diff.js';
+import { safeDiff, SENSITIVE_CHANGE } from '../core/unified-diff.js';
+
+/** The fields a secret may be read in (render.ts): for a resource that read one they are shown without their values. */
+const BODIES = new Set(['content', 'run', 'unless']);
 
 /** One field of a resource that changes. */
 export interface FieldChange {
@@ -26,8 +29,10 @@ export interface ResourceChange {
   id: string;
   /** Changed fields (for `add`, every field set); `content` appears here without its value. */
   fields: FieldChange[];
-  /** Unified diff of file content, secrets elided; absent when content did not change. */
+  /** Unified diff of file content, secrets elided; absent when content did not change. For a resource that read a secret, only "changed (sensitive)". */
   diff?: string[];
+  /** The resource read a secret (at base or head): its bodies are never shown. */
+  sensitive?: boolean;
 }
 
 /** Everything that changes on one node. */
@@ -37,8 +42,8 @@ export interface DeclarationDiff {
   reordered: boolean;
 }
 
-/** The changes that take a node from `base` to `head`. */
-export function diffDeclarations(base: Resource[], head: Resource[]): DeclarationDiff {
+/** The changes that take a node from `base` to `head`; `sensitive`: ids of the resources that read a secret on either side. */
+export function diffDeclarations(base: Resource[], head: Resource[], sensitive: ReadonlySet<string> = new Set()): DeclarationDiff {
   const owned: OwnedRecord[] = base.map((r) => ({ id: resourceId(r), type: r.type, resource: r, prior: null, state: 'verified', at: '' }));
   const observed = new Map(base.map((r) => [resourceId(r), r as Record<string, unknown>]));
   const steps = plan(head, owned, observed, (r, o) => (o === null ? ['absent'] : fieldChanges(o as Resource, r).map((f) => f.field)));
@@ -50,6 +55,11 @@ export function diffDeclarations(base: Resource[], head: Resource[]): Declaratio
       continue;
     }
     const before = (observed.get(step.id) ?? null) as Resource | null;
+    if (sensitive.has(step.id)) {
+      const fields = fieldChanges(before, step.resource).map((f) => (BODIES.has(f.field) ? { field: f.field } : f));
+      changes.push({ action: step.create ? 'add' : 'change', id: step.id, fields, diff: [SENSITIVE_CHANGE], sensitive: true });
+      continue;
+    }
     const diff = contentDiff(before, step.resource);
     changes.push({ action: step.create ? 'add' : 'change', id: step.id, fields: fieldChanges(before, step.resource), ...(diff.length ? { diff } : {}) });
   }

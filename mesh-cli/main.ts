@@ -21,6 +21,7 @@ import { revokeCommand } from './commands/revoke.js';
 import { signersCommand } from './commands/signers.js';
 import { packagesCommand } from './commands/packages.js';
 import { setCommand } from './commands/set.js';
+import { secretCommand } from './commands/secret.js';
 import { varsCommand } from './commands/vars.js';
 import { mirrorCommand } from './commands/mirror.js';
 import { verifyRangeCommand } from './commands/verify-range.js';
@@ -77,6 +78,7 @@ varsCommand(program);
 mirrorCommand(program);
 verifyRangeCommand(program);
 setCommand(program);
+secretCommand(program);
 packagesCommand(program);
 
 throwUsageErrors(program).parseAsync().catch((e: unknown) => exitWith('mesh-cli', e));

@@ -15,6 +15,8 @@ import { RoleFile } from '../schema/declaration.js';
 import { MeshConfig, NODE_NAME, NodeIdentity } from '../schema/fleet.js';
 import { loadYaml, positionIn } from '../core/load.js';
 import type { FleetTree } from './tree.js';
+import { nodeSecrets } from '../core/secrets/levels.js';
+import { cannotRead, type CurrentRecipients } from '../core/secrets/recipients.js';
 
 /** What `validate` found in one tree. */
 export interface Checked {
@@ -25,6 +27,8 @@ export interface Checked {
   roles: number;
   /** Nodes whose declaration has resources, for the eligibility check. */
   withResources: string[];
+  /** Each node whose declaration reads secrets: where it sits and the names, for the recipients check (checkSecretRecipients). */
+  readsSecrets: Map<string, { place: NodePlace; names: string[] }>;
 }
 
 const YAML = /\.ya?ml$/;
@@ -43,6 +47,7 @@ export async function checkTree(tree: FleetTree, ineligible: Map<string, string>
   for (const p of layout.problems) problems.push({ ...p, file: await fileIn(tree, p.file) });
   const warnings: Problem[] = [];
   const withResources: string[] = [];
+  const readsSecrets = new Map<string, { place: NodePlace; names: string[] }>();
   for (const [node, place] of layout.nodes) {
     const { dir } = place;
     if (!NODE_NAME.test(node)) {
@@ -57,6 +62,8 @@ export async function checkTree(tree: FleetTree, ineligible: Map<string, string>
     warnings.push(...(loaded.declaration.warnings ?? []));
     if (loaded.declaration.resources.length === 0) continue;
     withResources.push(node);
+    const names = [...new Set(Object.values(loaded.declaration.readSecrets ?? {}).flat())].sort();
+    if (names.length > 0 && !identity?.retired) readsSecrets.set(node, { place, names });
     // Only the node's own files are its to empty: its groups' files give the other nodes of the group theirs.
     const why = identity?.retired ? 'it is retired (node.yaml says retired: true)' : ineligible.get(node);
     const own = why ? await ownResourceAt(tree, dir) : null;
@@ -68,7 +75,26 @@ export async function checkTree(tree: FleetTree, ineligible: Map<string, string>
     if (rendered.ok) warnings.push(...(rendered.declaration.warnings ?? []));
     else problems.push(...rendered.problems);
   }
-  return { problems: dedupe(problems), warnings: dedupe(warnings), nodes: layout.nodes.size, roles: roles.length, withResources };
+  return { problems: dedupe(problems), warnings: dedupe(warnings), nodes: layout.nodes.size, roles: roles.length, withResources, readsSecrets };
+}
+
+/**
+ * From the recipient lists alone: every secret a node reads lists the node's current recipient
+ * (`current`, from the newest verified reports), each failure at the secrets.yaml entry. Without
+ * reports (`current` null) it checks only that the node is listed at all, and says so.
+ */
+export async function checkSecretRecipients(tree: FleetTree, reads: Checked['readsSecrets'], current: CurrentRecipients | null): Promise<{ problems: Problem[]; notes: string[] }> {
+  const problems: Problem[] = [];
+  for (const [node, { place, names }] of reads) {
+    const { secrets } = await nodeSecrets((p) => tree.read(p), place);
+    for (const name of names) {
+      const placed = secrets.get(name);
+      const why = placed ? cannotRead(placed, node, current ?? new Map()) : null;
+      if (placed && why) problems.push({ file: placed.file, line: placed.line, col: placed.col, message: why });
+    }
+  }
+  const notes = reads.size > 0 && current === null ? ['no reports fetched: checked that every node reading a secret is among its recipients, but could not compare the recipients with the ones the nodes report now'] : [];
+  return { problems: dedupe(problems), notes };
 }
 
 /** The name of the node validate renders a group's files for when no node is in the group yet. */

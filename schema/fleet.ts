@@ -19,6 +19,12 @@ export const MeshConfig = z.strictObject({
       heartbeat: z.string().regex(/^\d+(ms|s|m|h)$/).optional(),
     })
     .optional(),
+  /** Whoever may read every secret (`mesh-cli secret show`, `rekey`): each operator's age recipient. */
+  operators: z
+    .strictObject({
+      recipients: z.array(z.strictObject({ name: z.string().min(1), recipient: z.string().regex(/^age1[02-9ac-hj-np-z]{58}$/, { message: 'must be an age X25519 recipient ("age1…")' }) })).default([]),
+    })
+    .optional(),
 });
 
 export const NodeIdentity = z.strictObject({

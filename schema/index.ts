@@ -5,3 +5,4 @@ export * from './report.js';
 export * from './token.js';
 export * from './facts.js';
 export * from './vars.js';
+export * from './secrets.js';

@@ -7,6 +7,7 @@ import { MeshConfig, NodeIdentity } from './fleet.js';
 import { Report } from './report.js';
 import { TokenFile } from './token.js';
 import { VarsFile } from './vars.js';
+import { SecretsFile } from './secrets.js';
 
 const schemas: Record<string, z.ZodType> = {
   'declaration.schema.json': DeclarationFile,
@@ -16,6 +17,7 @@ const schemas: Record<string, z.ZodType> = {
   'report.schema.json': Report,
   'token.schema.json': TokenFile,
   'vars.schema.json': VarsFile,
+  'secrets.schema.json': SecretsFile,
 };
 
 /** Write every schema into `dir`; returns the file names written. */

@@ -99,6 +99,8 @@ export const Report = z.strictObject({
   trust: z.enum(['signed', 'none']).optional(),
   /** The last commit this host accepted and reconciled: the anchor main must descend from, and its recovery copy. */
   lastApplied: z.string().nullable().optional(),
+  /** The node's age recipient: secrets for this node are encrypted to it (the newest verified report's is the current one). */
+  recipient: z.string().optional(),
   /** The facts this pass rendered its declaration with (plan and status --commit render with them). */
   facts: Facts.optional(),
   profile: Profile.optional(),

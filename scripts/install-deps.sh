@@ -18,6 +18,7 @@ declare -A provides=(
   [debootstrap]=debootstrap
   [systemd-nspawn]=systemd-container
   [dpkg-repack]=dpkg-repack
+  [age]=age
 )
 missing=()
 for tool in "${!provides[@]}"; do

@@ -16,7 +16,7 @@ import { applyDeclaration } from '../apply-declaration.js';
 import { collectFacts } from '../facts.js';
 import { placeOfDir } from '../../core/fleet/layout.js';
 import type { ReportBody } from '../report.js';
-import { preview, type Preview } from '../preview.js';
+import { previewDeclaration, type Preview } from '../preview.js';
 import { passContext, type HostContext, type ResourceContext } from '../resources/handler.js';
 import { Store } from '../store/core.js';
 
@@ -34,7 +34,7 @@ export async function previewBundle(bundle: string, host: HostContext): Promise<
   return withBundle(bundle, host, async ({ node, store, ctx, tree, opts, named }) => {
     const loaded = await loadDeclarationWith(tree, node, opts, ctx.load.parser);
     if (!loaded.ok) return { lines: [], inSync: 0, problems: loaded.problems.map(named).map((p) => ({ message: placed(p) })) };
-    return preview(loaded.declaration.resources, store, ctx);
+    return previewDeclaration(tree, node, opts, loaded.declaration, store, ctx);
   });
 }
 

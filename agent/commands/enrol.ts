@@ -38,6 +38,7 @@ import { decodePrivateKey, generateKeyPair, publicKeyOf, sameKey, signSsh, sshPu
 import { openStore, type Store } from '../store/store.js';
 import { writeTrust } from '../trust/state.js';
 import { reportRef, SIGNATURE_FILE, STATUS_FILE } from '../../core/report/branch.js';
+import { newIdentity, writeIdentity } from '../secrets/host.js';
 
 export interface EnrolResult {
   node: string;
@@ -108,12 +109,14 @@ async function enrolLocked(token: TokenFile, tokenFile: string, paths: HostPaths
   const inventory = collectInventory(paths.root, declared);
   const outcome = briefingOutcome(briefing);
   const body = { kind: 'enrolment' as const, commit: main, digest: null, outcome, errors: ineligibleErrors(failed), resources: [], trust: trust.mode, lastApplied: trust.anchor?.commit ?? null, facts: collectFacts(paths.root), profile: collectProfile(paths.root), inventory, briefing };
-  const oid = await recordReport(repo, store, buildReport(config, store, body, ctx.now()), nodeKeys.privateKey);
+  const age = await newIdentity(); // a new identity at every enrolment: secrets encrypted to the old one wait for 'mesh-cli secret rekey'
+  const oid = await recordReport(repo, store, buildReport(config, store, body, ctx.now(), age.recipient), nodeKeys.privateKey);
   await sendReports(repo, store, token.node).catch((e: unknown) => {
     throw enrolmentRefused(e, token) ?? e;
   });
 
   writeNodeKey(paths, nodeKeys.privateKey);
+  writeIdentity(paths, age, ctx.now());
   if (token.credential) writeCredential(paths, token.credential);
   writeTrust(paths, trust);
   writeConfig(paths, config);

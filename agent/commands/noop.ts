@@ -7,7 +7,7 @@
 import { loadDeclarationWith } from '../../core/declaration/declaration.js';
 import type { Logger } from '../log.js';
 import { openHost } from '../host.js';
-import { preview, type Preview } from '../preview.js';
+import { previewDeclaration, type Preview } from '../preview.js';
 import { assign, contact } from '../reconcile.js';
 import type { HostContext } from '../resources/handler.js';
 import { trustStage } from '../trust/gate.js';
@@ -35,5 +35,5 @@ export async function noopPass(hostCtx: HostContext, log: Logger): Promise<NoopR
     const problems = loaded.problems.map((p) => ({ message: placed(p) }));
     return { commit: gate.commit, notes, preview: { lines: [], inSync: 0, problems } };
   }
-  return { commit: gate.commit, notes, preview: await preview(loaded.declaration.resources, host.store, host.ctx) };
+  return { commit: gate.commit, notes, preview: await previewDeclaration(assignment.tree, host.config.node, assignment.opts, loaded.declaration, host.store, host.ctx) };
 }

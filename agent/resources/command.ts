@@ -42,7 +42,7 @@ async function runCommand(r: CommandResource, ctx: ResourceContext, trigger: str
     if (why === null) return { id, result: 'unchanged' };
     if (ctx.faults.due('before-run')) crashNow();
     const ran = await execute(r, r.run, ctx);
-    const seen = { exit: ran.timedOut ? undefined : ran.code, output: tail(ran.output ?? ran.stdout + ran.stderr) };
+    const seen = { exit: ran.timedOut ? undefined : ran.code, output: tail(masked(ran.output ?? ran.stdout + ran.stderr, ctx.masks)) };
     const fields = Object.fromEntries(Object.entries(seen).filter(([, v]) => v !== undefined && v !== ''));
     const changes = [`ran: ${why}`];
     if (ran.timedOut) return { id, result: 'failed', changes, error: `ran past its timeout of ${r.timeout ?? DEFAULT_TIMEOUT} and was killed`, ...fields };
@@ -51,7 +51,7 @@ async function runCommand(r: CommandResource, ctx: ResourceContext, trigger: str
     return { id, result: 'updated', changes, ...fields };
   } catch (e) {
     if (!(e instanceof CommandFailed)) throw e;
-    return { id, result: 'failed', error: e.message, ...(e.ran.output ? { output: tail(e.ran.output) } : {}) };
+    return { id, result: 'failed', error: e.message, ...(e.ran.output ? { output: tail(masked(e.ran.output, ctx.masks)) } : {}) };
   }
 }
 
@@ -71,6 +71,26 @@ function execute(r: CommandResource, line: string[] | string, ctx: ResourceConte
   return ctx.exec(cmd!, args, { env: { MESH_ROOT: root }, cwd: root, timeoutMs: parseDuration(r.timeout ?? DEFAULT_TIMEOUT), group: true });
 }
 
+/** `text` with every one of `secrets` (as it is, and in base64 and hex) replaced by a mark: a command's output goes into the report and the log. */
+export function masked(text: string, secrets: string[] | undefined): string {
+  if (!secrets || secrets.length === 0) return text;
+  const forms = new Set<string>();
+  for (const s of secrets) {
+    if (s === '') continue;
+    const bytes = Buffer.from(s);
+    const b64 = bytes.toString('base64');
+    for (const f of [s, s.trim(), b64, b64.replace(/=+$/, ''), bytes.toString('base64url'), bytes.toString('hex'), bytes.toString('hex').toUpperCase()]) if (f.length >= 4) forms.add(f);
+  }
+  let out = text;
+  for (const f of [...forms].sort((a, b) => b.length - a.length)) out = out.split(f).join('[secret masked]');
+  return out;
+}
+
+function maskLine(line: ResourceResult, secrets: string[] | undefined): ResourceResult {
+  if (!secrets || secrets.length === 0) return line;
+  return { ...line, ...(line.changes ? { changes: line.changes.map((c) => masked(c, secrets)) } : {}), ...(line.error ? { error: masked(line.error, secrets) } : {}), ...(line.output ? { output: masked(line.output, secrets) } : {}) };
+}
+
 /** The last lines of `text`, at most TAIL_LINES lines and TAIL_BYTES bytes. */
 export function tail(text: string): string {
   const lines = text.replace(/\n$/, '').split('\n');
@@ -86,8 +106,12 @@ const shown = (line: string[] | string) => (typeof line === 'string' ? JSON.stri
 // order holds as declared, and a watched user or group may well be one this pass removes.
 export const commandHandler: Handler<CommandResource> = {
   triggeredBy: (r) => r.onChange ?? [],
-  act: runCommand,
-  wouldAct: reasonToRun,
+  // What it says (why it ran, its errors, its output) is masked: `run` and `unless` may hold a secret.
+  act: async (r, ctx, trigger) => maskLine(await runCommand(r, ctx, trigger), ctx.masks),
+  wouldAct: async (r, ctx, trigger) => {
+    const why = await reasonToRun(r, ctx, trigger);
+    return why === null ? null : masked(why, ctx.masks);
+  },
 
   // It has no state to read, compare or put back: the engine calls `act` in its place.
   read: async () => ({}),

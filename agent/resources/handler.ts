@@ -14,6 +14,7 @@ import type { Faults } from '../fault.js';
 import type { StoreChecks } from '../store/checks.js';
 import type { HostConfig } from '../config.js';
 import type { HostPaths } from '../paths.js';
+import type { HostSecrets } from '../secrets/host.js';
 
 export type { Observed };
 
@@ -42,6 +43,8 @@ export interface Loaders {
   readConfig(): Promise<(paths: HostPaths) => HostConfig | null>;
   /** The host's self-upgrade hooks (upgrade/upgrade.ts), needed only when a pass changes the host's own package. */
   hostUpgrade(): Promise<HostUpgrade>;
+  /** The node's secrets (secrets/host.ts: its age identity, decrypting), needed only by a pass whose declaration reads a secret or a host without an identity yet. */
+  secrets?(): Promise<HostSecrets>;
 }
 
 /** What a handler gets for one pass: the host's context, this pass's caches, and what its hooks need to know. */
@@ -49,6 +52,8 @@ export interface ResourceContext extends HostContext {
   pass: PassCache;
   /** The host's own Debian package (config `hostPackage`, default mesh-host): its changes are upgrades of the host. */
   hostPackage: string;
+  /** Secret values this node holds: a command's output is masked for each before it goes anywhere. */
+  masks?: string[];
 }
 
 /**

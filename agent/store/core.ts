@@ -22,6 +22,7 @@ import { crashNow, noFaults, type Faults } from '../fault.js';
 import type { StoreChecks } from './checks.js';
 import { ChecksNeeded } from './errors.js';
 import { Journal, type Entry } from './journal.js';
+import { sealRecord } from './seal.js';
 import { emptyStore, readSnapshot, writeSnapshot, type StoreData } from './snapshot.js';
 
 export { emptyStore, type StoreData };
@@ -71,7 +72,7 @@ export class Store {
   /** Write the store durably, folding the journal into a new snapshot. */
   save(): void {
     this.epoch += 1;
-    writeSnapshot(this.path, { ...this.data, epoch: this.epoch }, this.faults);
+    writeSnapshot(this.path, { ...this.data, owned: this.data.owned.map((r) => sealRecord(r, this.path)), epoch: this.epoch }, this.faults);
     this.journal.clear();
   }
 
@@ -87,7 +88,7 @@ export class Store {
 
   /** Insert or replace the record for `record.id`, keeping declared order for new records, and record it. */
   put(record: OwnedRecord): void {
-    this.journal.add({ epoch: this.epoch, put: record }, record.state === 'intent');
+    this.journal.add({ epoch: this.epoch, put: sealRecord(record, this.path) }, record.state === 'intent');
     this.applyEntry({ epoch: 0, put: record });
     if (record.state !== 'intent' && this.faults.due('after-change')) crashNow();
   }
@@ -100,7 +101,7 @@ export class Store {
     const marks = pending.filter((id) => !this.isPending(id));
     if (records.length === 0 && marks.length === 0) return;
     const entries: Entry[] = [...marks.map((id) => ({ epoch: this.epoch, pending: id })), ...records.map((put) => ({ epoch: this.epoch, put }))];
-    this.journal.addAll(entries, true);
+    this.journal.addAll(entries.map((e) => ('put' in e ? { ...e, put: sealRecord(e.put, this.path) } : e)), true);
     for (const entry of entries) this.applyEntry(entry);
   }
 

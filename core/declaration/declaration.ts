@@ -47,6 +47,8 @@ export interface Declaration {
   digest: string;
   /** Ids of the resources whose rendering read a fact. */
   readFacts?: string[];
+  /** For each resource whose rendering read a secret, the secrets' names: it shows only as "changed (sensitive)", and the host renders it with their values at apply time. */
+  readSecrets?: Record<string, string[]>;
   /** Literal bodies that look like templates (validate shows them). */
   warnings?: Problem[];
 }

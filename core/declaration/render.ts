@@ -3,7 +3,10 @@
  * three compute the same resources from the same inputs. Its stages:
  *
  * 1. **Levels**: nodes/, each group folder down to the node's own (core/fleet/layout.ts).
- * 2. **Variables**: each level's vars.yaml, the closer level replacing whole keys (vars.ts).
+ * 2. **Variables and secrets**: each level's vars.yaml and secrets.yaml, the closer level
+ *    replacing whole keys (vars.ts, core/secrets/levels.ts). A secret renders as its stand-in
+ *    (core/secrets/placeholder.ts) unless the host hands in its value at apply time, and may be
+ *    read only in a body with `template: true`.
  * 3. **Files**: each level's declaration files in file-name order, outermost level first.
  * 4. **Render and check each file**: its includes expanded in place (roles with parameters,
  *    roles that include roles), short fields always rendered, bodies only with `template: true`
@@ -26,6 +29,8 @@ import { digestOf, type Declaration, type FleetReader } from './declaration.js';
 import { placeOfScalar } from './place.js';
 import { isTemplate, renderTemplate, type ScopeName, type TemplateScope } from './template.js';
 import { nodeVars, type LayeredVars } from './vars.js';
+import { nodeSecrets } from '../secrets/levels.js';
+import { placeholders } from '../secrets/placeholder.js';
 
 /** Bodies: rendered only when their resource says `template: true` (a file's content, a command's run and unless). */
 const BODIES = new Set(['content', 'run', 'unless']);
@@ -37,6 +42,8 @@ export const MAX_INCLUDE_DEPTH = 8;
 export interface RenderedDeclaration extends Declaration {
   /** Ids of the resources whose rendering read a fact (plan marks them; their result depends on the machine). */
   readFacts: string[];
+  /** For each resource whose rendering read a secret, the names of the secrets it read (plan and every diff show it only as sensitive). */
+  readSecrets: Record<string, string[]>;
   vars: LayeredVars;
   /** Literal bodies that look like they meant to be templates (`validate` shows them; nothing is refused). */
   warnings: Problem[];
@@ -59,22 +66,28 @@ interface Pass {
   files: string[];
   placed: Placed[];
   readFacts: Set<number>;
+  /** For each placed resource (by index) that read secrets, their names. */
+  readSecrets: Map<number, string[]>;
   /** role + its rendered parameters: a role reached twice with the same parameters is included once. */
   included: Set<string>;
 }
 
-/** Render `place`'s declaration from `tree` with `facts`. */
-export async function renderDeclaration(tree: FleetReader, place: NodePlace, facts: Facts): Promise<RenderResult> {
+/** Render `place`'s declaration from `tree` with `facts`; `revealed` (the host, at apply time) gives secrets their values instead of their stand-ins. */
+export async function renderDeclaration(tree: FleetReader, place: NodePlace, facts: Facts, revealed: Record<string, string> = {}): Promise<RenderResult> {
   const levels = levelsOf(place);
   const { vars, files, problems } = await nodeVars((path) => tree.read(path), place);
+  const found = await nodeSecrets((path) => tree.read(path), place);
+  const secrets = { ...placeholders(found.secrets) };
+  for (const name of Object.keys(secrets)) if (Object.hasOwn(revealed, name)) secrets[name] = revealed[name]!;
   const pass: Pass = {
     tree,
     warnings: [],
-    base: { vars: vars.values, node: { name: place.node, groups: place.groups }, facts: { ...facts } },
-    problems,
-    files,
+    base: { vars: vars.values, node: { name: place.node, groups: place.groups }, facts: { ...facts }, secrets },
+    problems: [...problems, ...found.problems],
+    files: [...files, ...found.files],
     placed: [],
     readFacts: new Set(),
+    readSecrets: new Map(),
     included: new Set(),
   };
   for (const level of levels) {
@@ -85,7 +98,12 @@ export async function renderDeclaration(tree: FleetReader, place: NodePlace, fac
   checkTriggers(pass);
   if (pass.problems.length > 0) return { ok: false, problems: pass.problems, files: pass.files };
   const readFacts = [...pass.readFacts].map((i) => resourceId(pass.placed[i]!.resource));
-  return { ok: true, declaration: { node: place.node, files: pass.files, resources, digest: digestOf(resources), readFacts: [...new Set(readFacts)], vars, warnings: pass.warnings } };
+  const readSecrets: Record<string, string[]> = {};
+  for (const [i, names] of pass.readSecrets) {
+    const id = resourceId(pass.placed[i]!.resource);
+    readSecrets[id] = [...new Set([...(readSecrets[id] ?? []), ...names])].sort();
+  }
+  return { ok: true, declaration: { node: place.node, files: pass.files, resources, digest: digestOf(resources), readFacts: [...new Set(readFacts)], readSecrets, vars, warnings: pass.warnings } };
 }
 
 /** Render one declaration file (params null) or role (params given), its includes first, in place. */
@@ -93,7 +111,7 @@ async function renderFile(pass: Pass, file: string, params: Record<string, unkno
   pass.files.push(file);
   const text = known ?? (await pass.tree.read(file)) ?? '';
   const scope: TemplateScope = params === null ? pass.base : { ...pass.base, params };
-  const reads: ScopeName[][] = [];
+  const reads: Reads[] = [];
   const loaded = loadYaml(text, file, params === null ? DeclarationFile : RoleFile, (data, parsed) => renderFields(data, parsed, scope, reads, pass.warnings));
   if (!loaded.ok) {
     pass.problems.push(...loaded.problems);
@@ -103,9 +121,12 @@ async function renderFile(pass: Pass, file: string, params: Record<string, unkno
   for (const [k, include] of (value.include ?? []).entries()) await includeRole(pass, file, text, k, include, [...chain, file]);
   const dir = file.slice(0, file.lastIndexOf('/'));
   for (const [i, raw] of value.resources.entries()) {
-    const resource = await withSource(pass, raw, dir, file, text, i, scope);
+    const sourceSecrets: string[] = [];
+    const resource = await withSource(pass, raw, dir, file, text, i, scope, sourceSecrets);
     if (resource === null) continue;
-    if (reads[i]?.includes('facts')) pass.readFacts.add(pass.placed.length);
+    if (reads[i]?.scopes.includes('facts')) pass.readFacts.add(pass.placed.length);
+    const secretNames = [...(reads[i]?.secrets ?? []), ...sourceSecrets];
+    if (secretNames.length > 0) pass.readSecrets.set(pass.placed.length, secretNames);
     pass.placed.push({ resource, file, text, path: ['resources', i] });
   }
 }
@@ -153,7 +174,7 @@ function roleParams(text: string, file: string): Record<string, unknown> | null 
 }
 
 /** A `source:` read from next to the file that names it (rendered with `template: true`); null when it is missing. */
-async function withSource(pass: Pass, resource: Resource, dir: string, file: string, text: string, i: number, scope: TemplateScope): Promise<Resource | null> {
+async function withSource(pass: Pass, resource: Resource, dir: string, file: string, text: string, i: number, scope: TemplateScope, secrets: string[]): Promise<Resource | null> {
   const { template: _template, ...rest } = resource as Resource & { template?: boolean };
   if (rest.type !== 'file' || rest.source === undefined) return rest as Resource;
   const source = rest.source.startsWith('/') || rest.source.split('/').includes('..') ? null : `${dir}/${rest.source}`;
@@ -175,17 +196,25 @@ async function withSource(pass: Pass, resource: Resource, dir: string, file: str
       return null;
     }
     content = rendered.text;
+    secrets.push(...(rendered.secrets ?? []));
   }
   const { source: _source, ...fields } = rest;
   return { ...fields, content } as Resource;
 }
 
+/** What one resource's templates read: the scope names, and the names of the secrets. */
+interface Reads {
+  scopes: ScopeName[];
+  secrets: string[];
+}
+
 /** Render the templates in a parsed file's includes and resources, in place, collecting which scope names each resource read. */
-function renderFields(data: unknown, parsed: Parsed, scope: TemplateScope, reads: ScopeName[][], warnings: Problem[]): { data: unknown; problems: Problem[] } {
+function renderFields(data: unknown, parsed: Parsed, scope: TemplateScope, reads: Reads[], warnings: Problem[]): { data: unknown; problems: Problem[] } {
   const problems: Problem[] = [];
   if (data === null || typeof data !== 'object' || Array.isArray(data)) return { data, problems };
   const top = data as Record<string, unknown>;
-  const render = (value: unknown, path: (string | number)[], sink: ScopeName[]): unknown => {
+  /** `body`: a body of a resource with `template: true`, the only place a secret may be read. */
+  const render = (value: unknown, path: (string | number)[], sink: Reads, body: boolean): unknown => {
     if (typeof value === 'string') {
       if (!isTemplate(value)) return value;
       const node = parsed.doc.getIn(path, true) as Node | undefined;
@@ -194,23 +223,28 @@ function renderFields(data: unknown, parsed: Parsed, scope: TemplateScope, reads
         problems.push(r.problem);
         return value;
       }
-      sink.push(...r.reads);
+      if (r.secrets && !body) {
+        problems.push({ file: parsed.file, ...positionIn(parsed.source, path), message: `secrets.${r.secrets[0]} is read here, but a secret may be read only in a body (content, source, run, unless) of a resource with template: true, so that it never shows in an id, a plan line or a report` });
+        return value;
+      }
+      sink.scopes.push(...r.reads);
+      sink.secrets.push(...(r.secrets ?? []));
       return convert(r.text, path, parsed, problems);
     }
-    if (Array.isArray(value)) return value.map((v, i) => render(v, [...path, i], sink));
-    if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, render(v, [...path, k], sink)]));
+    if (Array.isArray(value)) return value.map((v, i) => render(v, [...path, i], sink, body));
+    if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, render(v, [...path, k], sink, body)]));
     return value;
   };
-  if (Array.isArray(top.include)) top.include = top.include.map((inc, k) => (inc !== null && typeof inc === 'object' && 'with' in inc ? { ...inc, with: render((inc as { with: unknown }).with, ['include', k, 'with'], []) } : inc));
+  if (Array.isArray(top.include)) top.include = top.include.map((inc, k) => (inc !== null && typeof inc === 'object' && 'with' in inc ? { ...inc, with: render((inc as { with: unknown }).with, ['include', k, 'with'], { scopes: [], secrets: [] }, false) } : inc));
   if (Array.isArray(top.resources)) {
     top.resources = top.resources.map((resource, i) => {
-      const sink: ScopeName[] = [];
+      const sink: Reads = { scopes: [], secrets: [] };
       reads[i] = sink;
       if (resource === null || typeof resource !== 'object' || Array.isArray(resource)) return resource;
       const fields = resource as Record<string, unknown>;
       const bodiesToo = fields.template === true;
       for (const body of BODIES) if (!bodiesToo && fields[body] !== undefined) warnLiteral(fields[body], parsed, ['resources', i, body], warnings);
-      return Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, k === 'type' || (BODIES.has(k) && !bodiesToo) ? v : render(v, ['resources', i, k], sink)]));
+      return Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, k === 'type' || (BODIES.has(k) && !bodiesToo) ? v : render(v, ['resources', i, k], sink, BODIES.has(k))]));
     });
   }
   return { data: top, problems };

@@ -16,6 +16,8 @@ export interface TemplateScope {
   facts: Record<string, unknown>;
   /** Inside a role: the `with:` of the include that brought it in. */
   params?: Record<string, unknown>;
+  /** Secrets at the node's levels: their stand-ins (core/secrets/placeholder.ts), or on the host at apply time their values. */
+  secrets?: Record<string, string>;
 }
 
 /** The names at the top of a scope a template may read. */
@@ -24,7 +26,8 @@ export type ScopeName = keyof TemplateScope;
 /** Maps a position inside the template text (1-based) to its place in the file. */
 export type PlaceOf = (line: number, col: number) => { line: number; col: number };
 
-export type Rendered = { ok: true; text: string; reads: ScopeName[] } | { ok: false; problem: Problem };
+/** `secrets`: the names of the secrets it read, when it read any. */
+export type Rendered = { ok: true; text: string; reads: ScopeName[]; secrets?: string[] } | { ok: false; problem: Problem };
 
 const engine = new Liquid({
   strictVariables: true,
@@ -50,10 +53,17 @@ export function renderTemplate(source: string, scope: TemplateScope, file: strin
     const template = engine.parse(source);
     const text = engine.renderSync(template, { ...scope }) as string;
     const reads = engine.globalVariablesSync(template).filter((n): n is ScopeName => n in scope);
-    return { ok: true, text, reads: [...new Set(reads)].sort() };
+    const secrets = reads.includes('secrets') ? secretNames(template) : [];
+    return { ok: true, text, reads: [...new Set(reads)].sort(), ...(secrets.length > 0 ? { secrets } : {}) };
   } catch (e) {
     return { ok: false, problem: problemOf(e, scope, file, placeOf) };
   }
+}
+
+/** The names of the secrets a template reads (`secrets.NAME`), found without rendering: every branch counts. */
+function secretNames(template: ReturnType<typeof engine.parse>): string[] {
+  const names = engine.globalVariableSegmentsSync(template).filter((s) => s[0] === 'secrets').map((s) => String(s[1] ?? '*'));
+  return [...new Set(names)].sort();
 }
 
 function problemOf(e: unknown, scope: TemplateScope, file: string, placeOf: PlaceOf): Problem {
@@ -70,6 +80,7 @@ function hint(message: string, scope: TemplateScope): string {
   const m = /^unknown variable (\w+)\.(.+)$/.exec(message);
   if (m?.[1] === 'vars') return `${message}: set it in a vars.yaml (nodes/, the node's groups or the node), or give a fallback with | default: VALUE`;
   if (m?.[1] === 'params') return `${message}: pass it in the include's with:, or give a fallback with | default: VALUE`;
+  if (m?.[1] === 'secrets') return `${message}: set it with 'mesh-cli secret set ${m[2]} --level PATH' (a secrets.yaml at nodes/, one of the node's groups or the node)`;
   if (m?.[1] === 'facts') return `${message}: the facts are ${Object.keys(scope.facts).sort().join(', ') || 'none'}`;
   if (/^unknown variable \w+$/.test(message)) return `${message}: a template reads ${Object.keys(scope).join(', ')}`;
   return message;

@@ -8,12 +8,14 @@
 import type { Command } from 'commander';
 import { InvalidArgumentError } from 'commander';
 import { diffDeclarations } from '../declaration-diff.js';
-import { changedNodes } from '../declarations.js';
+import { changedNodes, nodePlaces, type NodeChange } from '../declarations.js';
+import { currentRecipients } from '../secrets.js';
+import { checkSecretRecipients } from '../validate-checks.js';
 import { openFleet, type Fleet } from '../fleet.js';
 import { formatPlanMarkdown, formatPlanText } from '../plan-format.js';
 import type { LastReport, NodePlan, PlanResult } from '../plan-result.js';
 import { eligibility, lastReports, reportedFacts, reportedNodes, trusted, tryFetchReports, type ShownReport } from '../reports.js';
-import { resolveCommit } from '../tree.js';
+import { commitTree, resolveCommit } from '../tree.js';
 import { reviewTrust } from '../trust-review.js';
 
 /** The plan from `base` to `head`, with each affected node's last report as fetched. */
@@ -27,11 +29,28 @@ export async function planFleet(fleet: Fleet, base: string, head: string, notes:
   const nodes = changed.map((c): NodePlan => {
     const resources = (r: typeof c.base) => (r.ok ? r.declaration.resources : []);
     // A head that does not render applies nothing: it removes nothing either, so it shows no changes, only why it will fail.
-    const { changes, reordered } = c.head.ok ? diffDeclarations(resources(c.base), resources(c.head)) : { changes: [], reordered: false };
+    const sensitive = new Set([c.base, c.head].flatMap((r) => (r.ok ? Object.keys(r.declaration.readSecrets ?? {}) : [])));
+    const { changes, reordered } = c.head.ok ? diffDeclarations(resources(c.base), resources(c.head), sensitive) : { changes: [], reordered: false };
     const guessed = factsOf(c.node) ? [] : c.head.ok ? (c.head.declaration.readFacts ?? []) : [];
     return { node: c.node, because: c.because, changes, reordered, ...(c.head.ok ? {} : { problems: c.head.problems }), ...(guessed.length ? { cannotPlan: guessed } : {}), last: lastOf(reports.get(c.node)!) };
   });
+  notes.push(...(await secretNotes(fleet, head, changed)));
   return { base, head, trust: await reviewTrust(fleet.dir, base, head, workingTree), nodes, summary: summaryLine(nodes), notes };
+}
+
+/** What validate says about the secrets the changed nodes read at `head`: each node that could not read one, at the entry's file:line:col. */
+async function secretNotes(fleet: Fleet, head: string, changed: NodeChange[]): Promise<string[]> {
+  const reading = changed.filter((c) => c.head.ok && Object.keys(c.head.declaration.readSecrets ?? {}).length > 0);
+  if (reading.length === 0) return [];
+  const tree = await commitTree(fleet.dir, head);
+  const places = await nodePlaces(tree);
+  const reads = new Map(reading.flatMap((c) => {
+    const place = places.get(c.node);
+    const names = [...new Set(Object.values(c.head.ok ? (c.head.declaration.readSecrets ?? {}) : {}).flat())];
+    return place ? [[c.node, { place, names }] as const] : [];
+  }));
+  const checked = await checkSecretRecipients(tree, reads, await currentRecipients(fleet));
+  return [...checked.problems.map((p) => `${p.file}:${p.line}:${p.col}: ${p.message}`), ...checked.notes];
 }
 
 function lastOf(v: ShownReport): LastReport {

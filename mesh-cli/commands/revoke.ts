@@ -11,6 +11,7 @@ import { fingerprint } from '../../core/sign/sshsig.js';
 import type { NodeIdentity } from '../../schema/fleet.js';
 import { commitPaths, openFleet, originUrl, type Fleet } from '../fleet.js';
 import { currentNodeKey } from './signers.js';
+import { secretsOf } from '../secrets.js';
 import { earlierKeys, existingIdentity, withoutCredentials, writeIdentity } from './token.js';
 
 export interface Revoked {
@@ -19,6 +20,8 @@ export interface Revoked {
   commit: string;
   /** What the operator must revoke by hand, one sentence each. */
   credentials: string[];
+  /** The secrets encrypted to the node ("FILE: NAME"): their values must change, since old commits hold blocks it can open. */
+  secrets: string[];
 }
 
 /** Revoke every identity of `node` with a new generation that has no token. */
@@ -37,7 +40,7 @@ export async function revokeNode(fleet: Fleet, node: string): Promise<Revoked> {
       : `the node key of ${node}: it has no valid report, so mesh does not know it; remove any key of ${node} trusted by hand`,
     `every secret a declaration gave ${node} (API tokens, passwords, cloud or deploy keys in ${dir}/${dir.split('/').length > 2 ? ", its groups' files" : ''} or its roles): rotate them at their providers, since the machine still holds copies`,
   ];
-  return { node, generation: identity.generation, commit, credentials };
+  return { node, generation: identity.generation, commit, credentials, secrets: await secretsOf(fleet.dir, node) };
 }
 
 /** Register `revoke NODE`. */
@@ -53,5 +56,6 @@ export function revokeCommand(program: Command): void {
       console.log(`revoked ${node}: generation ${revoked.generation} (no token) committed as ${revoked.commit.slice(0, 12)}; push it (git push) to make it take effect`);
       console.log(`then revoke these per-node credentials; mesh can revoke only the first, and only on its own server:`);
       for (const c of revoked.credentials) console.log(`  - ${c}`);
+      if (revoked.secrets.length > 0) console.log(`and change the value of every secret encrypted to ${node} ('mesh-cli secret set NAME --level PATH'; a rekey does not take back the blocks old commits hold):\n${revoked.secrets.map((s) => `  - ${s}`).join('\n')}`);
     });
 }

@@ -10,9 +10,10 @@ import { MeshError, type Problem } from '../../core/errors.js';
 import { openFleet, topOf, type Fleet } from '../fleet.js';
 import { git } from '../git.js';
 import { eligibility, lastReports, mainRef, reportedNodes, trusted, tryFetchReports } from '../reports.js';
-import { commitTree, resolveCommit, workingCommit, workingTree } from '../tree.js';
+import { commitTree, resolveCommit, workingCommit, workingTree, type FleetTree } from '../tree.js';
 import { reviewTrust, trustLines, type TrustReview } from '../trust-review.js';
-import { checkTree, type Checked } from '../validate-checks.js';
+import { checkSecretRecipients, checkTree, type Checked } from '../validate-checks.js';
+import { currentRecipients } from '../secrets.js';
 
 type Format = 'text' | 'github' | 'json';
 
@@ -42,6 +43,13 @@ async function checkFleet(fleet: Fleet, opts: { rev?: string; fetch: boolean }):
   const tree = opts.rev ? await commitTree(fleet.dir, await resolveCommit(fleet.dir, opts.rev)) : workingTree(fleet.dir);
   const fetchNote = opts.fetch ? await tryFetchReports(fleet) : null;
   if (fetchNote) notes.push(fetchNote);
+  const checked = await checkEligibility(fleet, tree, notes);
+  // Who can read each secret, from the recipient lists and the recipients the nodes report now.
+  const secrets = await checkSecretRecipients(tree, checked.readsSecrets, await currentRecipients(fleet));
+  return { ...checked, problems: [...checked.problems, ...secrets.problems], notes: [...checked.notes, ...secrets.notes] };
+}
+
+async function checkEligibility(fleet: Fleet, tree: FleetTree, notes: string[]): Promise<Checked & { notes: string[] }> {
   const first = await checkTree(tree);
   if (first.withResources.length === 0) return { ...first, notes };
   if ((await reportedNodes(fleet)).length === 0) {
