@@ -10,6 +10,8 @@ import { join } from 'node:path';
 import { commitFiles, git, measured, nodeNames, perOp, pool, progress } from './bench-fleet-lib.mjs';
 
 const SAMPLE = 8;
+/** Hosts that meet one change of main in the fleet-change measure, per side (cache on, off). */
+const CHANGE_SAMPLE = 32;
 const MESH_YAML = 'name: bench\nmainBranch: main\ntrust: none\nsigners: []\n';
 
 /** Run phase 4 with `n` nodes in `groups` groups; `served(name)` starts a server on a new fleet repo. */
@@ -31,6 +33,39 @@ export async function layouts(sim, { n, groups, work, served }) {
     if (layout.groupFile) for (let g = 0; g * per < n; g++) files[layout.groupFile(group(g * per))] = vars(group(g * per), 0);
     commitFiles(bare, files, `fleet: ${n} nodes, ${name}`);
     out[name] = await sample(sim, { name, work: join(work, name), bare, server, keys, layout, last: n - 1, own: group(0) });
+    if (layout.groupFile) out.fleetChange = await fleetChange(sim, { work: join(work, `${name}-change`), bare, keys, layout, served, data: join(bare, '..') });
+  }
+  return out;
+}
+
+/**
+ * One change of main as the whole fleet meets it, per host: CHANGE_SAMPLE hosts spread over the
+ * groups poll, fetch, load and push their report, with the server's pack cache on and, on a second
+ * server over the same repository, off (`serve --no-pack-cache`); each side its own nodes, so that
+ * no two hosts push one branch. With the cache on, the first host of a change makes the pack and
+ * the rest get copies, as in a fleet where thousands fetch the same step.
+ */
+async function fleetChange(sim, { work, bare, keys, layout, served, data }) {
+  const spread = (offset) => Array.from({ length: CHANGE_SAMPLE }, (_, i) => keys[(i * Math.floor(keys.length / CHANGE_SAMPLE) + offset) % keys.length]);
+  const out = {};
+  for (const [side, args, offset] of [['cacheOn', [], 1], ['cacheOff', ['--no-pack-cache'], 2]]) {
+    progress(`grouped: one change of main across ${CHANGE_SAMPLE} hosts, pack cache ${side === 'cacheOn' ? 'on' : 'off'}`);
+    const { server } = await served(`layout-change-${side}`, { data, args });
+    const url = `${server.url}fleet.git`;
+    const mine = spread(offset);
+    const template = join(work, side, 'template');
+    await sim.fetchTemplate(template, url, mine[0]);
+    const hosts = await pool(mine, 8, (k) => sim.SimHost.open(join(work, side, k.node), url, k, { template }));
+    await pool(hosts, 8, async (h) => h.report((await h.contact()).body, new Date())); // the report branches exist
+    const last = keys.length - 1;
+    commitFiles(bare, { [`${layout.dir(last)}/base.yaml`]: sim.declarationYaml(keys[last].node, Date.now()) }, `${side}: one node changes`, git(bare, ['rev-parse', 'main']));
+    const before = hosts.map((h) => h.meter());
+    const r = await measured(server, () => pool(hosts, 8, async (h) => {
+      const c = await h.contact();
+      if (!c.moved) throw new Error(`${side}: a host did not see main move`);
+      await h.report(c.body, new Date(Date.now() + 60_000));
+    }));
+    out[side] = { ...perOp(before, hosts.map((h) => h.meter())), hosts: hosts.length, wallS: r.wallS, serverCpuS: r.serverCpuS, serverCpuPerHostS: r.serverCpuS / hosts.length };
   }
   return out;
 }
@@ -77,5 +112,9 @@ export function layoutRows(r) {
     ['  the hosts\' own group file changed (nodes/g-00/vars.yaml)', '-', kb(r.grouped.ownGroup)],
     ['  one sample host\'s own node folder changed', kb(r.flat.ownNode), kb(r.grouped.ownNode)],
     ['server CPU per changed poll (another node changed)', `${r.flat.otherNode.serverCpuPerPollS.toFixed(3)} s`, `${r.grouped.otherNode.serverCpuPerPollS.toFixed(3)} s`],
+    ...(r.fleetChange ? [
+      [`one change of main, per host (${r.fleetChange.cacheOn.hosts} hosts over the groups: poll, fetch, report push): pack cache on`, '-', `${kb(r.fleetChange.cacheOn)}, server CPU ${r.fleetChange.cacheOn.serverCpuPerHostS.toFixed(3)} s`],
+      ['  pack cache off (serve --no-pack-cache)', '-', `${kb(r.fleetChange.cacheOff)}, server CPU ${r.fleetChange.cacheOff.serverCpuPerHostS.toFixed(3)} s`],
+    ] : []),
   ];
 }

@@ -45,13 +45,13 @@ const results = { startedAt: new Date().toISOString(), machine: { cpus: cpus().l
  * every push) or, with `open`, by `mesh-cli serve --open` (none of that). The operator's
  * credential is written to DATA/operators first, so that the bench knows it.
  */
-async function served(name, { open = false, data = join(work, name) } = {}) {
+async function served(name, { open = false, data = join(work, name), args = [] } = {}) {
   if (!existsSync(join(data, 'fleet.git'))) {
     mkdirSync(data, { recursive: true });
     git(data, ['init', '--quiet', '--bare', '--initial-branch=main', 'fleet.git']);
     writeFileSync(join(data, 'operators'), `operator:${createHash('sha256').update(OPERATOR).digest('hex')}\n`, { mode: 0o600 });
   }
-  const server = await startServer(cli, ['serve', '--port', '0', '--data', data, ...(open ? ['--open'] : [])]);
+  const server = await startServer(cli, ['serve', '--port', '0', '--data', data, ...(open ? ['--open'] : []), ...args]);
   servers.push(server);
   return { data, bare: join(data, 'fleet.git'), server: { ...server, operatorUrl: server.url.replace('://', `://operator:${OPERATOR}@`) } };
 }

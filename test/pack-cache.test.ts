@@ -5,7 +5,7 @@
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { mkdirSync, readdirSync, realpathSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, realpathSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { startGitServer } from '../mesh-cli/server/git-http.js';
@@ -101,6 +101,27 @@ describe('the pack cache', { timeout: 60_000 }, () => {
     expect(entries(data).size).toBe(1); // the operator's first clone of an empty repository made none
     expect(readdirSync(join(data, '.mesh-pack-cache')).filter((f) => !f.endsWith('.pack'))).toEqual([]);
   }));
+
+  it('keeps nothing with the cache off (serve --no-pack-cache)', async () => {
+    const root = realpathSync(tmp('mesh-pack-off-'));
+    const data = join(root, 'data');
+    mkdirSync(data);
+    await git(data, 'init', '--quiet', '--bare', '--initial-branch=main', 'fleet.git');
+    const server = await startGitServer({ data, port: 0, packCache: false });
+    try {
+      const url = `${server.url}fleet.git`;
+      await git(root, 'clone', '--quiet', url, 'work');
+      writeFileSync(join(root, 'work', 'app.ini'), 'port = 8001\n');
+      await git(join(root, 'work'), 'add', 'app.ini');
+      await git(join(root, 'work'), 'commit', '--quiet', '-m', 'one');
+      await git(join(root, 'work'), 'push', '--quiet', 'origin', 'HEAD:main');
+      await git(root, 'clone', '--quiet', '--depth=1', url, 'host');
+      expect(await git(join(root, 'host'), 'rev-parse', 'HEAD')).toBe(await git(join(root, 'work'), 'rev-parse', 'HEAD'));
+      expect(existsSync(join(data, '.mesh-pack-cache'))).toBe(false);
+    } finally {
+      await server.close();
+    }
+  });
 
   it('sweeps what was not used for an hour, and the least recently used beyond its size', () => {
     const dir = tmp('mesh-pack-sweep-');

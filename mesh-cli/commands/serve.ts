@@ -29,6 +29,7 @@ interface ServeOptions {
   open?: boolean;
   tlsCert?: string;
   tlsKey?: string;
+  packCache: boolean;
 }
 
 /** Register `serve`: the embedded git server (and package repository) on a commander program. */
@@ -43,6 +44,7 @@ export function serveCommand(program: Command): Command {
     .option('--open', 'serve without authentication: anyone who can connect may read and push (for trying mesh out)')
     .option('--tls-cert <file>', 'serve https with this certificate (PEM); tokens for the https URL pin it (needs --tls-key)')
     .option('--tls-key <file>', 'the private key (PEM) of --tls-cert')
+    .option('--no-pack-cache', "make every fetch's pack anew (the default keeps one per request in DATA/.mesh-pack-cache: hosts fetching one change share it)")
     .action(async (opts: ServeOptions) => {
       await serve(opts);
     });
@@ -68,6 +70,7 @@ async function serve(opts: ServeOptions): Promise<void> {
       host: opts.host,
       port,
       ...(opts.packages === undefined ? {} : { packages: opts.packages }),
+      packCache: opts.packCache,
       ...(access.authorize ? { authorize: access.authorize } : {}),
       ...(tls ? { tls: { cert: tls.cert, key: tls.key } } : {}),
       log: (msg, fields) => logger.info(fields ?? {}, msg),

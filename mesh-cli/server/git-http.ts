@@ -33,12 +33,14 @@ export interface GitServerOptions {
   log?: (msg: string, fields?: object) => void;
   /** Serve https with this certificate and key (PEM) instead of plain http. */
   tls?: { cert: Buffer; key: Buffer };
+  /** Keep the packs upload-pack makes, one per request (pack-cache.ts); default true. */
+  packCache?: boolean;
 }
 
 /** Serve every bare repository DATA/NAME.git at /NAME.git over smart HTTP through the real `git http-backend`. */
 export async function startGitServer(opts: GitServerOptions): Promise<GitServer> {
   const data = await checkedDir(opts.data, 'data');
-  const packCache = openPackCache(data);
+  const packCache = opts.packCache === false ? { config: [], close: () => {} } : openPackCache(data);
   const packages = opts.packages === undefined ? undefined : await checkedDir(opts.packages, 'packages');
   const backend = await httpBackendPath();
   const authorize = opts.authorize ?? allowAll;
