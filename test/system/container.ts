@@ -39,9 +39,20 @@ export interface Container {
 /** Tools the system tests need on this machine, and why they cannot run without them; undefined when all is there. */
 export async function missingTools(): Promise<string | undefined> {
   if (process.getuid?.() !== 0) return 'they need root (systemd-nspawn, debootstrap)';
+  const inside = insideContainer();
+  if (inside) return `this machine is itself a container (${inside}): the system tests boot their own Debian machine, which does not nest; run them on the host`;
   const tools = ['debootstrap', 'systemd-nspawn', 'dpkg-repack', 'nsenter', 'setpriv'];
   const missing = tools.filter((t) => !['/usr/sbin', '/usr/bin', '/sbin', '/bin'].some((d) => existsSync(join(d, t))));
   return missing.length ? `missing ${missing.join(', ')} (run scripts/install-deps.sh)` : undefined;
+}
+
+/** The kind of container this process runs in (systemd's /run/systemd/container, as systemd-nspawn and podman write it; docker's /.dockerenv), or undefined. */
+function insideContainer(): string | undefined {
+  try {
+    return readFileSync('/run/systemd/container', 'utf8').trim() || 'container';
+  } catch {
+    return existsSync('/.dockerenv') ? 'docker' : undefined;
+  }
 }
 
 /** Boot a copy of the `release` root in `dir` (which the caller removes) and wait until its systemd is up. */
