@@ -96,8 +96,8 @@ const hangInPass = (js: string) => {
 const seconds = (from: number, to: number) => `${((to - from) / 1000).toFixed(1)} s`;
 
 let skipped: string | undefined;
-let fleet: TestFleet;
-let packages: PackageServer;
+let debDir: string;
+/** Every version's .deb, by version, in the order they were added. */
 const debs: Record<string, string> = {};
 
 beforeAll(async () => {
@@ -107,28 +107,18 @@ beforeAll(async () => {
     skipped = missing;
     return;
   }
-  fleet = await createFleet();
-  packages = await servePackages(join(fleet.dir, 'packages'));
-  const out = join(fleet.dir, 'debs');
+  debDir = temp('mesh-system-debs-');
   const builds: Array<[string, () => Promise<string>]> = [
-    ...[...Object.values(V), ...HOTFIXES, DURING_OUTAGE].map((version, i): [string, () => Promise<string>] => [version, async () => withOwnUnits(await packageDeb(out, version), version, i)]),
-    [BAD.selfTest, () => packageDeb(out, BAD.selfTest, truncated)],
-    [BAD.crash, () => packageDeb(out, BAD.crash, crashOnRun(BAD.crash))],
-    [BAD.hang, () => packageDeb(out, BAD.hang, hangInPass)],
+    ...[...Object.values(V), ...HOTFIXES, DURING_OUTAGE].map((version, i): [string, () => Promise<string>] => [version, async () => withOwnUnits(await packageDeb(debDir, version), version, i)]),
+    [BAD.selfTest, () => packageDeb(debDir, BAD.selfTest, truncated)],
+    [BAD.crash, () => packageDeb(debDir, BAD.crash, crashOnRun(BAD.crash))],
+    [BAD.hang, () => packageDeb(debDir, BAD.hang, hangInPass)],
   ];
   // Two at a time: this machine has two cores.
   for (let i = 0; i < builds.length; i += 2) {
     await Promise.all(builds.slice(i, i + 2).map(async ([version, build]) => (debs[version] = await build())));
   }
-  for (const [version] of builds) {
-    const added = await cli(fleet.dir, 'packages', 'add', debs[version]!, '--dir', packages.dir);
-    expect(added.code, added.stderr).toBe(0);
-  }
 }, 20 * 60_000);
-afterAll(async () => {
-  await packages?.stop();
-  await fleet?.close();
-}, 120_000);
 
 /** The scenarios on one machine of `release`, enrolled as `node`; `full` runs them all, else the subset named at the top. */
 function scenarios(release: Release, name: string, node: string, full: boolean): void {
@@ -187,8 +177,18 @@ function scenarios(release: Release, name: string, node: string, full: boolean):
     /** The version last recorded good; then the one running. */
     let good: string = V.first;
 
+    let fleet: TestFleet;
+    let packages: PackageServer;
+
     beforeAll(async () => {
       if (skipped) return;
+      // Each machine its own fleet and package repository: `mesh-cli status` speaks for the whole fleet, and the other machine is off.
+      fleet = await createFleet();
+      packages = await servePackages(join(fleet.dir, 'packages'));
+      for (const deb of Object.values(debs)) {
+        const added = await cli(fleet.dir, 'packages', 'add', deb, '--dir', packages.dir);
+        expect(added.code, added.stderr).toBe(0);
+      }
       try {
         box = await boot(temp('mesh-system-'), release, (line) => console.log(line));
       } catch (e) {
@@ -198,6 +198,8 @@ function scenarios(release: Release, name: string, node: string, full: boolean):
     }, 20 * 60_000);
     afterAll(async () => {
       await box?.stop();
+      await packages?.stop();
+      await fleet?.close();
     }, 120_000);
 
     it('the .deb installs, the node enrols inside, and `systemctl enable --now mesh-host` runs it: a declared unit and service come up enabled and running, read back from the real systemd', async (ctx) => {
