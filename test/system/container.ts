@@ -46,12 +46,16 @@ export async function missingTools(): Promise<string | undefined> {
   return missing.length ? `missing ${missing.join(', ')} (run scripts/install-deps.sh)` : undefined;
 }
 
-/** The kind of container this process runs in (systemd's /run/systemd/container, as systemd-nspawn and podman write it; docker's /.dockerenv), or undefined. */
+/**
+ * The container manager this process runs under when it is a systemd container (systemd-nspawn,
+ * podman and the like write /run/systemd/container), or undefined. Not docker's /.dockerenv: a
+ * privileged docker container runs systemd-nspawn well enough, and CI machines may be such.
+ */
 function insideContainer(): string | undefined {
   try {
     return readFileSync('/run/systemd/container', 'utf8').trim() || 'container';
   } catch {
-    return existsSync('/.dockerenv') ? 'docker' : undefined;
+    return undefined;
   }
 }
 
