@@ -30,4 +30,17 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-node -e 'const [a,b]=process.versions.node.split(".").map(Number); if (a<20||(a===20&&b<19)) { console.error("mesh needs Node.js >= 20.19 (found "+process.versions.node+")"); process.exit(1) }'
+# Node.js >= 20.19: Debian 13's own nodejs is (apt-get install nodejs npm); Debian 12's is 18, too old.
+node_ok() { command -v node >/dev/null 2>&1 && node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>20||(a===20&&b>=19)?0:1)'; }
+if ! node_ok; then
+  found="$(command -v node >/dev/null 2>&1 && node --version || echo none)"
+  . /etc/os-release 2>/dev/null || true
+  echo "mesh needs Node.js >= 20.19 (found: $found)." >&2
+  case "${VERSION_CODENAME:-}" in
+    bookworm) echo "On Debian 12 (bookworm) Debian's own nodejs is 18: install Node 20 from NodeSource's Debian packages instead:
+  apt-get install -y curl ca-certificates && curl -fsSL https://deb.nodesource.com/setup_20.x | bash - && apt-get install -y nodejs
+(the system tests copy that nodejs package into their Debian 12 machine with dpkg-repack), then run this script again." >&2 ;;
+    *) echo "On Debian 13 (trixie) and later: apt-get install -y nodejs npm, then run this script again." >&2 ;;
+  esac
+  exit 1
+fi

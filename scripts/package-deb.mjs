@@ -7,7 +7,8 @@
 // The version is MESH_BUILD_VERSION or package.json's (the bundle is stamped with the same one).
 // --out (or MESH_DEB_OUT) is the folder for the .deb, dist/ by default. --bundle packages an
 // already built mesh-host.mjs instead of building one (tests package deliberately broken ones).
-// Its only maintainer scripts, postinst and postrm, run `systemctl daemon-reload` where systemd
+// Its units go under /usr/lib/systemd/system, which systemd reads on every Debian release (Debian
+// 13's merged /usr asks packages to leave the aliased /lib). Its only maintainer scripts, postinst and postrm, run `systemctl daemon-reload` where systemd
 // runs the machine, so that an upgrade's (or a rollback's) unit files are the ones systemd uses;
 // under dpkg --root (chrooted, no /run/systemd/system there) they do nothing.
 import { execFileSync } from 'node:child_process';
@@ -38,7 +39,7 @@ try {
   };
   put(bundle, 'usr/lib/mesh-host/mesh-host.mjs', 0o755);
   put(join(top, 'packaging/mesh-host'), 'usr/bin/mesh-host', 0o755);
-  for (const unit of ['mesh-host.service', 'mesh-host-rollback.service']) put(join(top, 'packaging', unit), `lib/systemd/system/${unit}`, 0o644);
+  for (const unit of ['mesh-host.service', 'mesh-host-rollback.service']) put(join(top, 'packaging', unit), `usr/lib/systemd/system/${unit}`, 0o644);
   // State (store, git objects, the last good version) and config: the package owns the folders.
   mkdirSync(join(tree, 'var/lib/mesh-host'), { recursive: true });
   chmodSync(join(tree, 'var/lib/mesh-host'), 0o700);

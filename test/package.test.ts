@@ -180,13 +180,12 @@ describe('the package resource', () => {
   it('a package whose dependency cannot be installed fails with apt\'s reason in a few lines', async () => {
     const root = machine('unmet');
     const run = await apply(root, '  - type: package\n    name: mesh-test-broken\n');
-    expect(run.body.resources[0]?.error).toBe([
-      'apt-get install mesh-test-broken failed (exit 100):',
-      '  The following packages have unmet dependencies:',
-      '   mesh-test-broken : Depends: mesh-test-nowhere (>= 2) but it is not installable',
-      '  E: Unable to correct problems, you have held broken packages.',
-      'fix the cause above (the package or the machine); the next pass tries again',
-    ].join('\n'));
+    // What apt means, not one release's wording (apt 2.6 and 3.0 frame it differently): the command, the dependency that cannot be met, what to do, in a few lines.
+    const lines = (run.body.resources[0]?.error ?? '').split('\n');
+    expect(lines[0]).toBe('apt-get install mesh-test-broken failed (exit 100):');
+    expect(lines).toContain('   mesh-test-broken : Depends: mesh-test-nowhere (>= 2) but it is not installable');
+    expect(lines.at(-1)).toBe('fix the cause above (the package or the machine); the next pass tries again');
+    expect(lines.length).toBeLessThanOrEqual(10);
     expect(readFileSync(join(root, 'var/lib/dpkg/status'), 'utf8')).toBe('');
   });
 

@@ -336,10 +336,11 @@ describe('service', () => {
   const service = (extra = '') => `  - type: service\n    name: demo\n    enabled: true\n${extra}`;
 
   it('is enabled offline with systemctl --root, read back, and unchanged next pass', async () => {
-    const root = withUnit(machine(), 'lib/systemd/system');
+    // Where a package installs its units on every Debian release (merged /usr: Debian 13's systemd does not look in ROOT/lib).
+    const root = withUnit(machine(), 'usr/lib/systemd/system');
     const { body } = await apply(root, service());
     expect(body.resources).toEqual([{ id: 'service:demo', result: 'updated', changes: ['disabled → enabled'] }]);
-    expect(readlinkSync(wants(root))).toBe('/lib/systemd/system/demo.service');
+    expect(readlinkSync(wants(root))).toBe('/usr/lib/systemd/system/demo.service');
     expect((await apply(root, service())).body.resources).toEqual([{ id: 'service:demo', result: 'unchanged' }]);
   });
 

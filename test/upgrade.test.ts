@@ -96,10 +96,10 @@ describe('the host upgrades itself through its own declaration', () => {
     const deb = join(fleet.dir, 'debs', `mesh-host_${V.A}_all.deb`);
     expect(execFileSync('dpkg-deb', ['--field', deb, 'Package', 'Version', 'Architecture', 'Depends']).toString()).toBe(`Package: mesh-host\nVersion: ${V.A}\nArchitecture: all\nDepends: nodejs (>= 20.19)\n`);
     const files = execFileSync('dpkg-deb', ['--contents', deb]).toString();
-    for (const f of ['./usr/lib/mesh-host/mesh-host.mjs', './usr/bin/mesh-host', './lib/systemd/system/mesh-host.service', './lib/systemd/system/mesh-host-rollback.service', './var/lib/mesh-host/', './etc/mesh-host/']) expect(files).toContain(` ${f}\n`);
+    for (const f of ['./usr/lib/mesh-host/mesh-host.mjs', './usr/bin/mesh-host', './usr/lib/systemd/system/mesh-host.service', './usr/lib/systemd/system/mesh-host-rollback.service', './var/lib/mesh-host/', './etc/mesh-host/']) expect(files).toContain(` ${f}\n`);
     expect(readFileSync(join(root, 'usr/bin/mesh-host'), 'utf8')).toContain('exec node /usr/lib/mesh-host/mesh-host.mjs "$@"\n');
     // systemd cannot run units here, but it can check them: every key is known and every value well-formed.
-    const units = ['mesh-host.service', 'mesh-host-rollback.service'].map((u) => join(root, 'lib/systemd/system', u));
+    const units = ['mesh-host.service', 'mesh-host-rollback.service'].map((u) => join(root, 'usr/lib/systemd/system', u));
     const verify = spawnSync('systemd-analyze', ['verify', '--man=no', ...units], { encoding: 'utf8' });
     expect([verify.status, verify.stdout, verify.stderr]).toEqual([0, '', '']);
     const index = readFileSync(join(packages.dir, 'Packages'), 'utf8');
@@ -181,7 +181,7 @@ describe('the host upgrades itself through its own declaration', () => {
   });
 
   it('nothing outside the temporary root was touched', () => {
-    for (const path of ['/usr/lib/mesh-host', '/usr/bin/mesh-host', '/lib/systemd/system/mesh-host.service', '/var/lib/mesh-host', '/etc/mesh-host']) expect(existsSync(path), path).toBe(false);
+    for (const path of ['/usr/lib/mesh-host', '/usr/bin/mesh-host', '/usr/lib/systemd/system/mesh-host.service', '/lib/systemd/system/mesh-host.service', '/var/lib/mesh-host', '/etc/mesh-host']) expect(existsSync(path), path).toBe(false);
     expect(realStatus()).toBe(statusBefore);
     expect(execFileSync('ls', ['/var/cache/apt/archives']).toString()).not.toContain('mesh-host');
   });

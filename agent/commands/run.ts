@@ -35,6 +35,7 @@ export async function run(ctx: HostContext, log: Logger, opts: RunOptions, signa
     let host: Host | undefined;
     let retryAfterMs: number | null = null;
     try {
+      upgrade.starting();
       host = await openHost(ctx, log);
       last = await reconcile(host, { heartbeatMs: opts.heartbeatMs });
       failures = last.disconnected ? failures + 1 : 0;

@@ -100,17 +100,31 @@ function listsStale(root: string, lists: string): boolean {
   return newest > statSync(lists).mtimeMs;
 }
 
-/** Lines apt prints when the lists do not (yet) know a package or version. */
-export const NOT_FOUND = /^E: (Unable to locate package|Version '.*' for '.*' was not found|Package '.*' has no installation candidate)/m;
+/** Lines apt prints when the lists do not (yet) know a package or version (apt 3.0 may write its E: as Error:). */
+export const NOT_FOUND = /^(?:E|Error): (Unable to locate package|Version '.*' for '.*' was not found|Package '.*' has no installation candidate)/m;
 
 // Progress lines and apt's boilerplate around an unmet dependency say nothing about this failure.
-const NOISE = /^(Reading package lists|Building dependency tree|Reading state information|\(Reading database|Some packages could not be installed|requested an impossible|distribution that some|or been moved out of|The following information may help)/;
+const NOISE = /^(Reading package lists|Building dependency tree|Reading state information|Solving dependencies|\(Reading database|Some packages could not be installed|requested an impossible|distribution that some|or been moved out of|The following information may help)/;
+/** apt 3.0's solver adds its own account of an unmet dependency after apt's (an E: line and indented ones): the same reason again. */
+const SOLVER_CONTEXT = /^(?:E|Error): The following information from --solver/;
+
+/** apt's output without progress, boilerplate or the 3.0 solver's restatement: what a person reads. */
+function meaningful(text: string): string[] {
+  const lines: string[] = [];
+  let solver = false;
+  for (const line of text.split('\n').map((l) => l.trimEnd())) {
+    if (SOLVER_CONTEXT.test(line)) solver = true;
+    else if (solver && !/^\s/.test(line)) solver = false;
+    if (!solver && line.trim() !== '' && !NOISE.test(line)) lines.push(line);
+  }
+  return lines;
+}
 
 /** A failed apt/dpkg command as a MeshError: the last lines that say why (not the whole log) and what to do. */
 export function aptFailure(command: string, r: ExecResult, todo: string, code = 'E_APT'): MeshError {
-  const lines = `${r.stdout}\n${r.stderr}`.split('\n').map((l) => l.trimEnd()).filter((l) => l.trim() !== '' && !NOISE.test(l));
+  const lines = meaningful(`${r.stdout}\n${r.stderr}`);
   // For an unknown package or version apt's E: line says it all; otherwise the lines above it say why (unmet dependencies, dpkg's own error).
-  const shown = code === 'E_PACKAGE_NOT_FOUND' ? lines.filter((l) => l.startsWith('E: ')) : lines.slice(-8);
+  const shown = code === 'E_PACKAGE_NOT_FOUND' ? lines.filter((l) => /^(?:E|Error): /.test(l)) : lines.slice(-8);
   const why = shown.map((l) => `  ${l}`).join('\n');
   const locked = /Could not get lock|Unable to acquire the dpkg frontend lock/.test(why);
   return new MeshError(code, `${command} failed (exit ${r.code}):\n${why}\n${locked ? 'another package manager is running on this machine; mesh retries on its next pass' : todo}`, {

@@ -22,8 +22,10 @@
  * unit then fails, and OnFailure= runs `mesh-host rollback` from the LAST GOOD bundle (commands/
  * rollback.ts), which reinstalls that version without needing the broken one or the repository,
  * and rejects the bad version so that the next pass does not install it again; that pass's
- * report says so on the package's line. A pass that completes without reaching the fleet re-arms
- * the probation: a fleet outage during an upgrade is not a reason to roll back.
+ * report says so on the package's line. A pass that completes without reaching the fleet ends
+ * that probation period, and the next pass gets a whole one from its start: a fleet outage during
+ * an upgrade is not a reason to roll back, however long the loop's back-off waits between passes
+ * (up to 10 intervals with jitter: longer than the probation with an interval of a few minutes).
  */
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -118,37 +120,48 @@ async function loadError(ctx: ResourceContext): Promise<string[]> {
 }
 
 export interface UpgradeWatch {
+  /** Before each pass: a version on probation must complete it within the probation (the wait before it does not count). */
+  starting(): void;
   /** After each pass: marks this version good once a report reached the fleet (`sent`); true when the host must exit for the supervisor to start its new version. */
   passed(pass: { sent: boolean }): Promise<boolean>;
 }
 
 /**
- * Watch the reconcile loop for upgrades: arms the probation (`probationMs`, MESH_HOST_PROBATION
- * read by main.ts) when this version was just installed and has not proven itself.
+ * Watch the reconcile loop for upgrades. A version just installed that has not proven itself is
+ * on probation (`probationMs`, MESH_HOST_PROBATION read by main.ts): from its start, and again
+ * from the start of each pass after one that completed, it has that long to complete a pass, or
+ * it exits PROBATION_EXIT. A pass that throws does not end the period: its time and the wait
+ * after it count.
  */
 export function watchUpgrade(ctx: HostContext, log: Logger, loop: boolean, probationMs: number): UpgradeWatch {
   const paths = hostPaths(ctx.root);
+  let onProbation = loop && safely(() => readUpgradeState(paths).pending?.to === HOST_VERSION, false, log);
   let probation: NodeJS.Timeout | undefined;
   const arm = () => {
-    clearTimeout(probation);
     // Unref'd: it must never keep a stopping host alive; a host waiting on the network is kept alive by its socket.
     probation = setTimeout(() => {
       log.fatal({ version: HOST_VERSION, probationMs }, 'this new host version completed no pass within its probation: exiting for rollback');
       process.exit(PROBATION_EXIT);
     }, probationMs).unref();
   };
-  if (loop && safely(() => readUpgradeState(paths).pending?.to === HOST_VERSION, false, log)) arm();
+  const disarm = () => {
+    clearTimeout(probation);
+    probation = undefined;
+  };
+  if (onProbation) arm();
   return {
+    starting() {
+      if (onProbation && !probation) arm();
+    },
     async passed(pass) {
-      if (probation) arm();
+      disarm(); // this pass completed; the next one gets a whole probation from its start
       try {
         const name = hostPackageName(paths);
         const { lastGood, pending: proving } = readUpgradeState(paths);
         const unproven = lastGood?.version !== HOST_VERSION || proving?.to === HOST_VERSION;
         if (pass.sent && unproven && (await installedIsMe(ctx, name))) {
           const problem = await keepLastGood(ctx, paths, name, HOST_VERSION);
-          clearTimeout(probation);
-          probation = undefined;
+          onProbation = false;
           log.info({ version: HOST_VERSION, ...(problem ? { problem } : {}) }, `${name} ${HOST_VERSION} completed a pass and a report: it is the last good version`);
         }
         const pending = readUpgradeState(paths).pending;

@@ -139,7 +139,7 @@ export class Supervisor {
   private unit(name: string): UnitState {
     let unit = this.units.get(name);
     if (!unit) {
-      unit = { file: parseUnit(name, readFileSync(join(this.root, 'lib/systemd/system', name), 'utf8')), starts: [] };
+      unit = { file: parseUnit(name, readFileSync(join(this.root, 'usr/lib/systemd/system', name), 'utf8')), starts: [] };
       this.units.set(name, unit);
     }
     return unit;

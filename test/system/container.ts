@@ -9,7 +9,7 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Run } from '../helpers/fleet.js';
-import { systemImage } from './image.js';
+import { systemImage, type Release } from './image.js';
 
 const run = promisify(execFile);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -26,6 +26,12 @@ export interface Container {
   must(cmd: string, ...args: string[]): Promise<string>;
   /** Everything the container wrote to its console so far (the boot messages). */
   console(): string;
+  /**
+   * Cut the machine's power in the middle of whatever it does (`systemctl reboot --force --force`:
+   * no unit is stopped, nothing is synced by a shutdown) and boot the same root again; resolves
+   * when its systemd is up again.
+   */
+  powerCut(): Promise<void>;
   /** Power the machine off (SIGKILL after 30 s) and remove its root. */
   stop(): Promise<void>;
 }
@@ -33,27 +39,34 @@ export interface Container {
 /** Tools the system tests need on this machine, and why they cannot run without them; undefined when all is there. */
 export async function missingTools(): Promise<string | undefined> {
   if (process.getuid?.() !== 0) return 'they need root (systemd-nspawn, debootstrap)';
+  const inside = insideContainer();
+  if (inside) return `this machine is itself a container (${inside}): the system tests boot their own Debian machine, which does not nest; run them on the host`;
   const tools = ['debootstrap', 'systemd-nspawn', 'dpkg-repack', 'nsenter', 'setpriv'];
   const missing = tools.filter((t) => !['/usr/sbin', '/usr/bin', '/sbin', '/bin'].some((d) => existsSync(join(d, t))));
   return missing.length ? `missing ${missing.join(', ')} (run scripts/install-deps.sh)` : undefined;
 }
 
+/**
+ * The container manager this process runs under when it is a systemd container (systemd-nspawn,
+ * podman and the like write /run/systemd/container), or undefined. Not docker's /.dockerenv: a
+ * privileged docker container runs systemd-nspawn well enough, and CI machines may be such.
+ */
+function insideContainer(): string | undefined {
+  try {
+    return readFileSync('/run/systemd/container', 'utf8').trim() || 'container';
+  } catch {
+    return undefined;
+  }
+}
+
 /** Boot a copy of the `release` root in `dir` (which the caller removes) and wait until its systemd is up. */
-export async function boot(dir: string, release = 'bookworm', log: (line: string) => void = console.log): Promise<Container> {
+export async function boot(dir: string, release: Release = 'bookworm', log: (line: string) => void = console.log): Promise<Container> {
   const image = await systemImage(release, log);
   const root = join(dir, 'root');
   await run('cp', ['--reflink=auto', '-a', image, root]);
-  const output: string[] = [];
-  // A unique machine name: nspawn keeps per-name state under /run/systemd/nspawn. setpriv
-  // --pdeathsig: if this test process dies, nspawn gets SIGTERM and shuts the machine down.
-  const name = `mesh-${process.pid}-${Date.now().toString(36)}`;
-  const nspawn = spawn('setpriv', ['--pdeathsig', 'TERM', 'systemd-nspawn', '--quiet', '--keep-unit', '--register=no', `--machine=${name}`, '-D', root, '-b'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  for (const s of [nspawn.stdout!, nspawn.stderr!]) s.on('data', (d: Buffer) => output.push(d.toString()));
-  const exited = new Promise<void>((resolve) => nspawn.once('exit', () => resolve()));
-  const container = machine(root, nspawn, exited, output);
+  const container = machine(root, log);
   try {
-    container.pid = await initPid(nspawn, output);
-    await waitForBoot(container, log);
+    await container.start();
     return container;
   } catch (e) {
     await container.stop();
@@ -61,25 +74,50 @@ export async function boot(dir: string, release = 'bookworm', log: (line: string
   }
 }
 
-function machine(root: string, nspawn: ChildProcess, exited: Promise<void>, output: string[]): Container {
-  const c: Container = {
+interface Booted { nspawn: ChildProcess; exited: Promise<void> }
+
+function machine(root: string, log: (line: string) => void): Container & { start(): Promise<void> } {
+  const output: string[] = [];
+  let now: Booted | undefined;
+  const running = () => now !== undefined && now.nspawn.exitCode === null && now.nspawn.signalCode === null;
+  const c = {
     root,
     pid: 0,
-    exec: (cmd, args = [], env = {}) =>
-      new Promise((resolve) => {
+    exec: (cmd: string, args: string[] = [], env: Record<string, string> = {}) =>
+      new Promise<Run>((resolve) => {
         const vars = [...INSIDE_ENV, ...Object.entries(env).map(([k, v]) => `${k}=${v}`)];
         execFile('nsenter', ['-t', String(c.pid), '-a', '--', 'env', '-i', ...vars, cmd, ...args], { maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
           resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
         });
       }),
-    async must(cmd, ...args) {
+    async must(cmd: string, ...args: string[]) {
       const r = await c.exec(cmd, args);
       if (r.code !== 0) throw new Error(`in the container: ${cmd} ${args.join(' ')} exited ${r.code}\n${r.stdout}${r.stderr}`);
       return r.stdout;
     },
     console: () => output.join(''),
+    /** Boot the root: nspawn, then wait for its systemd. */
+    async start() {
+      // A unique machine name: nspawn keeps per-name state under /run/systemd/nspawn. setpriv
+      // --pdeathsig: if this test process dies, nspawn gets SIGTERM and shuts the machine down.
+      const name = `mesh-${process.pid}-${Date.now().toString(36)}`;
+      const nspawn = spawn('setpriv', ['--pdeathsig', 'TERM', 'systemd-nspawn', '--quiet', '--keep-unit', '--register=no', `--machine=${name}`, '-D', root, '-b'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      for (const s of [nspawn.stdout!, nspawn.stderr!]) s.on('data', (d: Buffer) => output.push(d.toString()));
+      now = { nspawn, exited: new Promise<void>((resolve) => nspawn.once('exit', () => resolve())) };
+      c.pid = await initPid(nspawn, output);
+      await waitForBoot(c, log);
+    },
+    async powerCut() {
+      const { exited } = now!;
+      // The nsenter'd systemctl dies with the machine: its result says nothing.
+      await c.exec('systemctl', ['reboot', '--force', '--force']);
+      const down = await Promise.race([exited.then(() => true), sleep(30_000).then(() => false)]);
+      if (!down) throw new Error(`the container did not go down within 30 s of systemctl reboot -ff:\n${c.console().slice(-3000)}`);
+      await c.start();
+    },
     async stop() {
-      if (nspawn.exitCode === null && nspawn.signalCode === null) {
+      if (now && running()) {
+        const { nspawn, exited } = now;
         nspawn.kill('SIGTERM'); // nspawn asks the container's systemd for an orderly shutdown
         const done = await Promise.race([exited.then(() => true), sleep(30_000).then(() => false)]);
         if (!done) {

@@ -5,6 +5,8 @@
  *   <release>/                    `debootstrap --variant=minbase` with systemd as init
  *   nodejs_<version>_<arch>.deb   this machine's own Node, `dpkg-repack nodejs`
  *   <release>+nodejs_<version>/   the two together: what each run copies and boots
+ *   <release>+nodejs/             a release whose own nodejs is new enough (Debian 13's 20.19):
+ *                                 debootstrap with Debian's nodejs, booted as it is
  *
  * Each is made in a sibling folder and renamed into place when whole, so an interrupted build
  * is never taken for a finished one (it is left as *.partial-* and removed by the next build).
@@ -22,6 +24,10 @@ export const CACHE = join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'
 
 /** Packages beyond minbase: systemd as PID 1, and what the nodejs package depends on. */
 const INCLUDE = ['systemd', 'systemd-sysv', 'dbus', 'python3', 'ca-certificates', 'libstdc++6', 'libgcc-s1'];
+
+/** Debian releases the system tests boot, and whether Debian's own nodejs there is new enough (>= 20.19) for mesh-host. */
+export const RELEASES = { bookworm: { ownNode: false }, trixie: { ownNode: true } } as const;
+export type Release = keyof typeof RELEASES;
 
 /** A cache entry: `make(partial)` fills a fresh sibling folder, which becomes `path` only when make returns. */
 async function cached(path: string, make: (partial: string) => Promise<void>): Promise<string> {
@@ -62,17 +68,19 @@ export async function hostNodePackage(): Promise<{ version: string; arch: string
   return { version: version!, arch: arch! };
 }
 
-/** The bootable root for `release` with this machine's Node installed, built on first use. */
-export async function systemImage(release: string, log: (line: string) => void): Promise<string> {
+/** The bootable root for `release` with a Node that runs mesh-host installed, built on first use. */
+export async function systemImage(release: Release, log: (line: string) => void): Promise<string> {
+  const debootstrap = (include: string[]) => async (partial: string) => {
+    log(`building the ${release} root with debootstrap (once; cached in ${CACHE})`);
+    await run('debootstrap', ['--variant=minbase', `--include=${include.join(',')}`, release, partial, 'http://deb.debian.org/debian'], { maxBuffer: 64 << 20 });
+  };
+  if (RELEASES[release].ownNode) return cached(join(CACHE, `${release}+nodejs`), debootstrap([...INCLUDE, 'nodejs']));
   const node = await hostNodePackage();
   if ('problem' in node) throw new Error(node.problem);
   const fileVersion = node.version.replace(/^\d+:/, '');
   // The two slow steps (a few minutes each) share nothing: run them side by side.
   const [base, deb] = await Promise.all([
-    cached(join(CACHE, release), async (partial) => {
-      log(`building the ${release} root with debootstrap (once; cached in ${CACHE})`);
-      await run('debootstrap', ['--variant=minbase', `--include=${INCLUDE.join(',')}`, release, partial, 'http://deb.debian.org/debian'], { maxBuffer: 64 << 20 });
-    }),
+    cached(join(CACHE, release), debootstrap(INCLUDE)),
     cached(join(CACHE, `nodejs_${fileVersion}_${node.arch}.deb`), async (partial) => {
       log(`repacking this machine's nodejs ${node.version} with dpkg-repack (once; cached in ${CACHE})`);
       mkdirSync(partial);
@@ -89,4 +97,12 @@ export async function systemImage(release: string, log: (line: string) => void):
     await run('cp', ['--reflink=auto', '-a', base, partial]);
     await run('dpkg', [`--root=${partial}`, '-i', deb], { maxBuffer: 64 << 20 });
   });
+}
+
+/** Build the cached roots of `releases` now (test/system/build-images.mjs: CI's install step), printing each one's path. */
+export async function buildImages(releases: string[], log: (line: string) => void = console.log): Promise<void> {
+  for (const release of releases) {
+    if (!(release in RELEASES)) throw new Error(`unknown release ${release}: one of ${Object.keys(RELEASES).join(', ')}`);
+    log(await systemImage(release as Release, log));
+  }
 }
