@@ -105,7 +105,8 @@ withRoot(program.command('rollback').description('put the last good host version
   const { rollback } = await import('./commands/rollback.js');
   const result = await rollback(context(o.root), process.env);
   console.log(o.json ? JSON.stringify(result) : result.message);
-  if (!result.rolledBack) process.exitCode = 1;
+  if (result.waiting) process.exitCode = EXIT.notYet;
+  else if (!result.rolledBack) process.exitCode = EXIT.failed;
 });
 
 throwUsageErrors(program).parseAsync().catch((e: unknown) => exitWith('mesh-host', e));

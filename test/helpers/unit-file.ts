@@ -67,11 +67,23 @@ export function readEnvironmentFile(path: string, optional: boolean): Record<str
   return env;
 }
 
-/** Split an Exec line into words: `$VAR` becomes its value split at whitespace, `${VAR}` one word. */
+/**
+ * Split an Exec line into words as systemd does: whitespace separates them, '…' and "…" quote
+ * one word, `$$` is a literal `$`; outside quotes, `$VAR` alone becomes its value split at
+ * whitespace and `${VAR}` its value within the word.
+ */
 export function execWords(line: string, env: Record<string, string>): string[] {
-  return line.split(/\s+/).filter(Boolean).flatMap((word) => {
+  const words: string[] = [];
+  for (const m of line.matchAll(/'([^']*)'|"([^"]*)"|(\S+)/g)) {
+    const quoted = m[1] ?? m[2];
+    if (quoted !== undefined) {
+      words.push(quoted.replaceAll('$$', '$'));
+      continue;
+    }
+    const word = m[3]!;
     const whole = /^\$([A-Za-z_][A-Za-z0-9_]*)$/.exec(word);
-    if (whole) return (env[whole[1]!] ?? '').split(/\s+/).filter(Boolean);
-    return [word.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_all, k: string) => env[k] ?? '')];
-  });
+    if (whole) words.push(...(env[whole[1]!] ?? '').split(/\s+/).filter(Boolean));
+    else words.push(word.replace(/\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_all, k: string | undefined) => (k === undefined ? '$' : env[k] ?? '')));
+  }
+  return words;
 }
