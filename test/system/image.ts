@@ -63,8 +63,13 @@ export async function hostNodePackage(): Promise<{ version: string; arch: string
   if (!owner || !/^nodejs(:\w+)?: /m.test(owner.stdout)) {
     return { problem: `this machine's Node (${process.execPath}) is not from a dpkg package named nodejs, and the container gets its Node with 'dpkg-repack nodejs': install Node >= 20.19 from NodeSource's Debian packages (or Debian's own nodejs where it is new enough)` };
   }
-  const { stdout } = await run('dpkg-query', ['--show', '--showformat=${Version}\t${Architecture}', 'nodejs']);
-  const [version, arch] = stdout.split('\t');
+  const { stdout } = await run('dpkg-query', ['--show', '--showformat=${Version}\t${Architecture}\t${Depends}', 'nodejs']);
+  const [version, arch, depends] = stdout.split('\t');
+  // Debian's own nodejs is a small front to libnode<ABI> and the release's libuv, ICU and OpenSSL: repacked, it does not install on another release.
+  const libnode = /\blibnode\d+\b/.exec(depends ?? '');
+  if (libnode) {
+    return { problem: `this machine's nodejs ${version} is Debian's own build, which needs this release's ${libnode[0]} and cannot be installed on another Debian release: install Node >= 20.19 from NodeSource's Debian packages (scripts/install-deps.sh says how) to boot this release's machine` };
+  }
   return { version: version!, arch: arch! };
 }
 
