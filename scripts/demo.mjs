@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // The mesh demo: an embedded fleet on 127.0.0.1 with three simulated machines, each a folder
 // standing for a machine's root, deploying the example fleet (examples/fleet-repo). It narrates each step, runs the built commands exactly as
-// a user would, and removes everything it made on exit (Ctrl-C included).
-import { execFileSync, spawn } from 'node:child_process';
+// a user would, and removes everything it made on exit (Ctrl-C included). With --real, one real
+// Debian machine with systemd joins the fleet and upgrades its own mesh-host (scripts/demo-real.mjs).
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -14,6 +15,7 @@ const cliBin = join(top, 'dist/mesh-cli.mjs');
 const hostBin = join(top, 'dist/mesh-host.mjs');
 const work = mkdtempSync(join(tmpdir(), 'mesh-demo-'));
 const nodes = [['web-1', 'web'], ['web-2', 'web'], ['db-1', 'db']];
+const real = process.argv.slice(2).includes('--real');
 const machine = (node) => join(work, 'machines', node);
 let server;
 
@@ -45,7 +47,10 @@ async function main() {
   const data = join(work, 'data');
   mkdirSync(data);
   execFileSync('git', ['init', '--quiet', '--bare', '--initial-branch=main', join(data, 'fleet.git')]);
-  server = spawn('node', [cliBin, 'serve', '--data', data, '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  // With --real, the server also serves a package repository: the real machine upgrades mesh-host from it.
+  const packages = join(work, 'packages');
+  if (real) mkdirSync(packages);
+  server = spawn('node', [cliBin, 'serve', '--data', data, '--port', '0', ...(real ? ['--packages', packages] : [])], { stdio: ['ignore', 'pipe', 'pipe'] });
   // At its first start the server makes an operator credential and shows it once, on stderr.
   const secret = new Promise((resolve) => createInterface({ input: server.stderr }).on('line', (l) => {
     const m = /operator credential: operator:(\S+)$/.exec(l);
@@ -105,6 +110,12 @@ async function main() {
   show('mesh-cli', ['status', '--commit', 'HEAD'], fleet);
   console.log(`    web-2:/etc/app/app.ini: ${readFileSync(join(machine('web-2'), 'etc/app/app.ini'), 'utf8').split('\n')[1]}`);
   show('mesh-host', ['state', '--root', machine('web-2')], work);
+  if (real) {
+    const { realMachine } = await import('./demo-real.mjs');
+    // status exits 1 while a node's last pass failed: read its JSON whatever the exit code.
+    const status = () => JSON.parse(spawnSync('node', [cliBin, 'status', '--json'], { cwd: fleet, encoding: 'utf8', env: { ...process.env, MESH_LOG_LEVEL: 'warn' } }).stdout || '{"nodes":[]}');
+    await realMachine({ top, work, fleet, packages, url: first.replace('listening on ', ''), say, show, status });
+  }
   say('Done: stopping the server and removing the demo folder');
 }
 
