@@ -2,6 +2,7 @@ import type { ChildProcess } from 'node:child_process';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { spawnGitProgram } from '../git.js';
 import { readCgiHead } from './cgi.js';
+import type { CachedAnswer } from './fetch-cache.js';
 
 /** What one CGI run of `git http-backend` needs to know about the request beyond its stream. */
 export interface CgiContext {
@@ -72,20 +73,34 @@ export function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
  * Answer one request by running `program` as a CGI script; what git's hooks refused is handed to `onRefusal`. Both bodies are streamed: the request
  * is piped into the child's stdin and its stdout into the response, so no pack is held in memory.
  * stdin is always a pipe from this server, so a dead server means EOF (and EPIPE on stdout) for git.
+ * With `keep`, the answer is also collected and handed to it once git has exited cleanly (null
+ * when it did not, or the answer grew past `keep.limit`); `keep.settle` is called exactly once.
  */
 export function runCgi(program: string, env: NodeJS.ProcessEnv, body: NodeJS.ReadableStream, res: ServerResponse,
-  onFailure: (message: string) => void, onRefusal: (message: string) => void = () => {}): CgiRun {
+  onFailure: (message: string) => void, onRefusal: (message: string) => void = () => {},
+  keep?: { limit: number; settle: (answer: CachedAnswer | null) => void }): CgiRun {
   const child = spawnGitProgram(program, env);
   child.stdin.on('error', () => {}); // EPIPE: git stopped reading (it answers with an error itself)
   body.pipe(child.stdin);
   let stderr = '';
   let headed = false;
+  let answer: CachedAnswer | null = null;
+  let size = 0;
   child.stderr.on('data', (chunk: Buffer) => { if (stderr.length < 4096) stderr += chunk.toString('utf8'); });
   readCgiHead(child.stdout).then((head) => {
     if (res.destroyed) return;
     headed = true;
     res.statusCode = head.status;
     for (const [name, value] of head.headers) res.appendHeader(name, value);
+    if (keep) {
+      const chunks: Buffer[] = [];
+      answer = { status: head.status, headers: head.headers, body: Buffer.alloc(0) };
+      child.stdout.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size <= keep.limit) chunks.push(chunk);
+      });
+      child.stdout.once('end', () => { if (answer) answer.body = Buffer.concat(chunks); });
+    }
     child.stdout.pipe(res, { end: false });
   }, (err: Error) => {
     onFailure(`bad CGI response: ${err.message}`);
@@ -96,11 +111,13 @@ export function runCgi(program: string, env: NodeJS.ProcessEnv, body: NodeJS.Rea
   res.on('close', () => { if (!res.writableFinished) killGroup(child, 'SIGTERM'); });
   const done = new Promise<void>((resolve) => {
     child.on('error', (err) => {
+      keep?.settle(null);
       onFailure(`cannot run ${program}: ${err.message}`);
       if (!res.headersSent) res.writeHead(500, { 'Content-Type': 'text/plain' }).end('git http-backend could not start\n');
       resolve();
     });
     child.on('close', (code, signal) => {
+      keep?.settle(code === 0 && headed && size <= keep.limit ? answer : null);
       if (code === 0 && headed) {
         res.end();
         // What the pre-receive hook refused (hooks.ts: lines "mesh: …"), for whoever runs the server.

@@ -8,8 +8,10 @@ import { MeshError, messageOf } from '../../core/errors.js';
 import { allowAll, parseBasicAuth, type Authorizer } from './auth.js';
 import { cgiEnv, killGroup, runCgi, type CgiRun } from './backend.js';
 import { checkedDir } from './dirs.js';
+import { MAX_ANSWER, MAX_FETCH_BODY, openFetchCache } from './fetch-cache.js';
 import { answerMainPoll, MAX_POLL_BODY } from './ls-refs.js';
 import { openPackCache } from './pack-cache.js';
+import type { CachedAnswer } from './fetch-cache.js';
 import { route } from './route.js';
 import { servePackageFile } from './static.js';
 import { gitExecPath } from '../git.js';
@@ -33,7 +35,7 @@ export interface GitServerOptions {
   log?: (msg: string, fields?: object) => void;
   /** Serve https with this certificate and key (PEM) instead of plain http. */
   tls?: { cert: Buffer; key: Buffer };
-  /** Keep the packs upload-pack makes, one per request (pack-cache.ts); default true. */
+  /** Keep the packs upload-pack makes, one per request (pack-cache.ts), and whole answers to fetches of main (fetch-cache.ts); default true. */
   packCache?: boolean;
 }
 
@@ -41,6 +43,7 @@ export interface GitServerOptions {
 export async function startGitServer(opts: GitServerOptions): Promise<GitServer> {
   const data = await checkedDir(opts.data, 'data');
   const packCache = opts.packCache === false ? { config: [], close: () => {} } : openPackCache(data);
+  const fetchCache = opts.packCache === false ? undefined : openFetchCache();
   const packages = opts.packages === undefined ? undefined : await checkedDir(opts.packages, 'packages');
   const backend = await httpBackendPath();
   const authorize = opts.authorize ?? allowAll;
@@ -48,7 +51,7 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
   const runs = new Set<CgiRun>();
   let closing: Promise<void> | undefined;
 
-  const handle = async (req: IncomingMessage, res: ServerResponse, seen: { user: string | null }): Promise<void> => {
+  const handle = async (req: IncomingMessage, res: ServerResponse, seen: Seen): Promise<void> => {
     const r = route(req.method ?? 'GET', req.url ?? '/');
     if (r.kind === 'error') return plain(res, r.status, r.message);
     if (r.kind === 'packages') {
@@ -72,9 +75,25 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
       if (answer) return void res.writeHead(200, GIT_RESULT).end(answer);
       body = Readable.from([bytes]);
     }
+    // A fetch of main the same as one answered before is answered with that answer (fetch-cache.ts).
+    let keep: { limit: number; settle: (answer: CachedAnswer | null) => void } | undefined;
+    if (fetchCache && fetchBody(req, r.service, r.pathInfo)) {
+      const bytes = await readBody(req);
+      const key = fetchCache.key(join(data, r.repo), bytes, req.headers['git-protocol'] as string | undefined);
+      const earlier = key === null ? undefined : fetchCache.get(key);
+      const answer = earlier && (await earlier);
+      if (answer) {
+        seen.cached = true;
+        res.statusCode = answer.status;
+        for (const [name, value] of answer.headers) res.appendHeader(name, value);
+        return void res.end(answer.body);
+      }
+      if (key !== null && earlier === undefined) keep = { limit: MAX_ANSWER, settle: fetchCache.pending(key) };
+      body = Readable.from([bytes]);
+    }
     const env = cgiEnv({ projectRoot: data, ...r, user: verdict.user, ...(verdict.role ? { role: verdict.role } : {}), gitConfig: [...packCache.config, ...(verdict.gitConfig ?? [])] }, req);
     const run = runCgi(backend, env, body, res, (message) => log('git http-backend failed', { path: r.pathInfo, message }),
-      (message) => log('push refused', { path: r.pathInfo, user: verdict.user, message }));
+      (message) => log('push refused', { path: r.pathInfo, user: verdict.user, message }), keep);
     runs.add(run);
     void run.done.then(() => runs.delete(run));
   };
@@ -83,10 +102,10 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
   const serverOptions = { keepAliveTimeout: 65_000, requestTimeout: 3_600_000 };
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     const started = Date.now();
-    const seen = { user: null as string | null };
+    const seen: Seen = { user: null };
     res.on('close', () => log('request', {
       method: req.method, path: (req.url ?? '').split('?')[0], status: res.statusCode,
-      ms: Date.now() - started, user: seen.user, ...(res.writableFinished ? {} : { aborted: true }),
+      ms: Date.now() - started, user: seen.user, ...(seen.cached ? { cached: true } : {}), ...(res.writableFinished ? {} : { aborted: true }),
     }));
     handle(req, res, seen).catch((e: unknown) => {
       log('request failed', { path: req.url, message: messageOf(e) });
@@ -116,6 +135,13 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
   return { url: `${opts.tls ? 'https' : 'http'}://${host}:${port}/`, port, close: () => (closing ??= close()) };
 }
 
+/** What the request log says of a request beyond its method, path and status. */
+interface Seen {
+  user: string | null;
+  /** Answered from the fetch cache, without git. */
+  cached?: boolean;
+}
+
 /** The headers git http-backend gives an upload-pack result. */
 const GIT_RESULT = { 'Content-Type': 'application/x-git-upload-pack-result', 'Cache-Control': 'no-cache, max-age=0, must-revalidate', Pragma: 'no-cache', Expires: 'Fri, 01 Jan 1980 00:00:00 GMT' };
 
@@ -124,6 +150,13 @@ function pollBody(req: IncomingMessage, service: string, pathInfo: string): bool
   const length = Number(req.headers['content-length']);
   return service === 'upload-pack' && pathInfo.endsWith('/git-upload-pack') && /(^|:)version=2(:|$)/.test(String(req.headers['git-protocol'] ?? '')) &&
     req.headers['content-encoding'] === undefined && Number.isInteger(length) && length > 0 && length <= MAX_POLL_BODY;
+}
+
+/** Whether `req` may be a fetch to answer from the fetch cache: a small protocol v0/v1 upload-pack POST, not compressed. */
+function fetchBody(req: IncomingMessage, service: string, pathInfo: string): boolean {
+  const length = Number(req.headers['content-length']);
+  return service === 'upload-pack' && pathInfo.endsWith('/git-upload-pack') && !/(^|:)version=2(:|$)/.test(String(req.headers['git-protocol'] ?? '')) &&
+    req.headers['content-encoding'] === undefined && Number.isInteger(length) && length > 0 && length <= MAX_FETCH_BODY;
 }
 
 async function readBody(req: IncomingMessage): Promise<Buffer> {
