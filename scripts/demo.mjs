@@ -21,15 +21,24 @@ let server;
 
 const bold = (s) => (process.stdout.isTTY ? `\x1b[1m${s}\x1b[0m` : s);
 const say = (s) => console.log(`\n${bold('==> ' + s)}`);
-const show = (cmd, args, cwd) => {
+/** Run a command as a user would and print it and its output; `codes`: the exit codes that are an answer, not a failure. */
+const show = (cmd, args, cwd, codes = [0]) => {
   console.log(`$ ${cmd} ${args.join(' ')}`);
-  const out = execFileSync(cmd === 'mesh-cli' ? 'node' : cmd === 'mesh-host' ? 'node' : cmd, cmd.startsWith('mesh-') ? [cmd === 'mesh-cli' ? cliBin : hostBin, ...args] : args, {
-    cwd,
-    env: { ...process.env, MESH_LOG_LEVEL: 'warn', GIT_AUTHOR_NAME: 'demo', GIT_AUTHOR_EMAIL: 'demo@localhost', GIT_COMMITTER_NAME: 'demo', GIT_COMMITTER_EMAIL: 'demo@localhost' },
-    encoding: 'utf8',
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  let out;
+  let code = 0;
+  try {
+    out = execFileSync(cmd === 'mesh-cli' ? 'node' : cmd === 'mesh-host' ? 'node' : cmd, cmd.startsWith('mesh-') ? [cmd === 'mesh-cli' ? cliBin : hostBin, ...args] : args, {
+      cwd,
+      env: { ...process.env, MESH_LOG_LEVEL: 'warn', GIT_AUTHOR_NAME: 'demo', GIT_AUTHOR_EMAIL: 'demo@localhost', GIT_COMMITTER_NAME: 'demo', GIT_COMMITTER_EMAIL: 'demo@localhost' },
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+  } catch (e) {
+    if (typeof e.status !== 'number' || !codes.includes(e.status)) throw e;
+    [out, code] = [e.stdout, e.status];
+  }
   process.stdout.write(out.replace(/^/gm, '    ').replace(/ {4}$/, ''));
+  if (code !== 0) console.log(`    (exit ${code})`);
   return out;
 };
 
