@@ -110,12 +110,13 @@ class IdentityCache {
 }
 
 /** Where each node's node.yaml is at `main`: one listing of nodes/. */
-async function nodePlaces(dir: string, main: string): Promise<Map<string, string | null>> {
+export async function nodePlaces(dir: string, main: string): Promise<Map<string, string | null>> {
   const listing = await git(dir, ['ls-tree', '-r', '-z', '--name-only', main, '--', 'nodes/']);
   return nodeYamls((listing ?? '').split('\0').filter(Boolean));
 }
 
-async function readIdentity(dir: string, main: string, node: string, file: string): Promise<NodeIdentity | null> {
+/** The identity of `node` in its node.yaml `file` at `main` (null: unreadable or naming another node). */
+export async function readIdentity(dir: string, main: string, node: string, file: string): Promise<NodeIdentity | null> {
   const text = await git(dir, ['cat-file', 'blob', `${main}:${file}`]);
   if (text === null) return null;
   const loaded = loadYaml(text, file, NodeIdentity);
