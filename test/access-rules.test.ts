@@ -1,11 +1,12 @@
 /**
  * The access rules of core/access, as every git server applies them (mesh-cli serve in-process,
  * mesh-cli hook elsewhere): who may update which ref, what a node's new commits may hold, a
- * token enrolling once; and the SHA-256-crypt form of a node credential that Apache reads.
+ * token enrolling once; how serve reads a push's ref updates and answers a refusal; and the SHA-256-crypt form of a node credential that Apache reads.
  */
 import { describe, expect, it } from 'vitest';
 import { MAX_REPORT_FILE, pusherOf, refusedNodePush, refusedRefs, type EnrolmentRecords, type PushReader } from '../core/access/rules.js';
 import { shaCrypt, shaCryptMatches } from '../core/access/sha-crypt.js';
+import { readPushCommands, refusalResult } from '../mesh-cli/server/push-commands.js';
 
 const A = 'a'.repeat(40);
 const B = 'b'.repeat(40);
@@ -89,5 +90,40 @@ describe('SHA-256-crypt', () => {
     expect(shaCrypt('secret')).not.toBe(one);
     expect(shaCryptMatches('secret', one)).toBe(true);
     expect(shaCryptMatches('secreT', one)).toBe(false);
+  });
+});
+
+describe("serve reads a push's ref updates before git starts", () => {
+  const pkt = (line: string) => (Buffer.byteLength(line) + 4).toString(16).padStart(4, '0') + line;
+  const chunks = async function* (...parts: string[]) { for (const p of parts) yield Buffer.from(p); };
+  const drain = async (r: NodeJS.ReadableStream) => { const out: Buffer[] = []; for await (const c of r) out.push(c as Buffer); return Buffer.concat(out).toString('latin1'); };
+
+  it('reads the commands across chunks and hands the whole body on unread', async () => {
+    const head = pkt(`${ZERO} ${B} refs/heads/reports/web-1\0report-status side-band-64k agent=git/2.39\n`) + pkt(`${A} ${ZERO} refs/heads/x\n`) + '0000';
+    const push = await readPushCommands(chunks(head.slice(0, 30), head.slice(30), 'PACK'));
+    expect(push && { updates: push.updates, capabilities: push.capabilities }).toEqual({
+      updates: [{ old: ZERO, new: B, ref: 'refs/heads/reports/web-1' }, { old: A, new: ZERO, ref: 'refs/heads/x' }],
+      capabilities: ['report-status', 'side-band-64k', 'agent=git/2.39'],
+    });
+    expect(await drain(push!.body)).toBe(head + 'PACK');
+  });
+
+  it("git's probe before a large push (a flush alone) and shallow lines pass; anything else is not a push", async () => {
+    expect((await readPushCommands(chunks('0000')))?.updates).toEqual([]);
+    expect((await readPushCommands(chunks(pkt(`shallow ${A}\n`) + pkt(`${A} ${B} refs/heads/main\0report-status\n`) + '0000')))?.updates).toEqual([{ old: A, new: B, ref: 'refs/heads/main' }]);
+    expect(await readPushCommands(chunks('GET / HTTP/1.1\r\n'))).toBeNull();
+    expect(await readPushCommands(chunks(pkt(`${A} ${B}\n`) + '0000'))).toBeNull();
+    expect(await readPushCommands(chunks(pkt(`${A} ${B} refs/heads/main\n`)))).toBeNull(); // ended before its flush
+  });
+
+  it('a refusal is answered as receive-pack answers a pre-receive hook that said no', () => {
+    const updates = [{ old: A, new: B, ref: 'refs/heads/main' }, { old: A, new: B, ref: 'refs/heads/reports/web-1' }];
+    const refused = new Map([['refs/heads/main', 'node web-1 may push only refs/heads/reports/web-1, not refs/heads/main']]);
+    expect(refusalResult(updates, ['report-status'], refused).toString()).toBe(
+      pkt('unpack ok\n') + pkt('ng refs/heads/main node web-1 may push only refs/heads/reports/web-1, not refs/heads/main\n') +
+      pkt('ng refs/heads/reports/web-1 another ref of this push was refused\n') + '0000');
+    const banded = refusalResult(updates, ['report-status', 'side-band-64k'], refused).toString();
+    expect(banded).toBe(pkt('\x02mesh: node web-1 may push only refs/heads/reports/web-1, not refs/heads/main\n') +
+      pkt('\x01' + refusalResult(updates, ['report-status'], refused).toString()) + '0000');
   });
 });
