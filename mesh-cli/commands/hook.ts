@@ -20,13 +20,13 @@ import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { enrolmentFolder } from '../../core/access/enrolments.js';
-import { pusherOf, refusedNodePush, refusedRefs, type Pusher, type RefUpdate } from '../../core/access/rules.js';
+import { pusherOf, refusedNodePush, refusedRefs, type Pusher, type PushReader, type RefUpdate } from '../../core/access/rules.js';
 import { MeshError } from '../../core/errors.js';
+import { reportRef, STATUS_FILE } from '../../core/report/branch.js';
 import { loadYaml } from '../../core/load.js';
 import { NODE_NAME, NodeIdentity } from '../../schema/fleet.js';
 import { catFileBatch, git } from '../git.js';
 import { nodePlaces, readIdentity } from '../server/mesh-auth.js';
-import { gitPushReader } from '../server/push-reader.js';
 import { TrustedMain } from '../server/trusted-main.js';
 
 /** The variables git servers name the pusher in, in the order they are asked. */
@@ -77,6 +77,19 @@ export async function hookPusher(repo: HookRepo, env: NodeJS.ProcessEnv): Promis
   return pusherOf(user, false, identity?.token ? identity.generation : null);
 }
 
+/** A node's pushed commits read with git (in the quarantine): new means not reachable from main or its own branch. */
+function gitReader(repo: HookRepo, node: string): PushReader {
+  return {
+    newCommits: async (tip) => (await run(repo, ['rev-list', tip, '--not', '--ignore-missing', 'HEAD', reportRef(node)])).split('\n').filter(Boolean),
+    files: async (commit) => (await run(repo, ['ls-tree', '-r', '-l', '-z', commit])).split('\0').filter(Boolean).map((entry) => {
+      const tab = entry.indexOf('\t');
+      const size = entry.slice(0, tab).trim().split(/\s+/)[3];
+      return { path: entry.slice(tab + 1), size: size === '-' ? 0 : Number(size) };
+    }),
+    statusJson: (commit) => run(repo, ['cat-file', 'blob', `${commit}:${STATUS_FILE}`]).catch(() => null),
+  };
+}
+
 /** Every refusal of `updates` by the pusher: the ref rules, then a node's commits. */
 async function refusals(repo: HookRepo, env: NodeJS.ProcessEnv, updates: RefUpdate[]): Promise<string[]> {
   const who = await hookPusher(repo, env);
@@ -85,7 +98,7 @@ async function refusals(repo: HookRepo, env: NodeJS.ProcessEnv, updates: RefUpda
   if (refused.length > 0 || who.role !== 'node') return refused;
   const records = enrolmentFolder(resolve(repo.dir, (await config(repo, 'mesh.enrolments')) ?? 'mesh-enrolments'));
   for (const u of updates) {
-    const why = await refusedNodePush(who, u.new, gitPushReader(repo.dir, who.user), records);
+    const why = await refusedNodePush(who, u.new, gitReader(repo, who.user), records);
     if (why) return [why];
   }
   return [];

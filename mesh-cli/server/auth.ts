@@ -13,11 +13,10 @@ export interface AuthRequest {
  * An Authorizer's answer. `gitConfig` pairs are handed to the git process through
  * GIT_CONFIG_COUNT (e.g. per-node `uploadpack.hideRefs` / `receive.hideRefs`); `role` reaches
  * git's hooks as MESH_ROLE (and the user as REMOTE_USER), which is how the pre-receive hook
- * knows who is pushing. A node's `generation` is the one of the trusted node.yaml its credential
- * matched: an enrolment uses that generation's token.
+ * knows who is pushing.
  */
 export type AuthResult =
-  | { ok: true; user: string; role?: 'operator' | 'node'; generation?: number; gitConfig?: Array<[string, string]> }
+  | { ok: true; user: string; role?: 'operator' | 'node'; gitConfig?: Array<[string, string]> }
   | { ok: false; status: 401 | 403; message: string };
 
 /** Decides whether a request may reach git; the seam for per-node credentials. May be async. */

@@ -12,8 +12,6 @@ import { answerMainPoll, MAX_POLL_BODY } from './ls-refs.js';
 import { openPackCache } from './pack-cache.js';
 import { route } from './route.js';
 import { servePackageFile } from './static.js';
-import { enrolmentsDir } from './hooks.js';
-import { startPushChecks } from './push-checks.js';
 import { decidePush } from './push-rules.js';
 import { gitExecPath } from '../git.js';
 
@@ -48,7 +46,6 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
   const backend = await httpBackendPath();
   const authorize = opts.authorize ?? allowAll;
   const log = opts.log ?? (() => {});
-  const checks = await startPushChecks();
   const runs = new Set<CgiRun>();
   let closing: Promise<void> | undefined;
 
@@ -85,15 +82,11 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
       }
       body = push.body;
     }
-    // A node's push: its hook asks the server about the commits it holds (push-checks.ts), with this ticket.
-    const ticket = verdict.role === 'node' && r.service === 'receive-pack' && r.pathInfo.endsWith('/git-receive-pack')
-      ? checks.register({ dir: join(data, r.repo), pusher: { user: verdict.user, role: 'node', generation: verdict.generation ?? 0 }, enrolments: enrolmentsDir(data, r.repo) })
-      : null;
-    const env = cgiEnv({ projectRoot: data, ...r, user: verdict.user, ...(verdict.role ? { role: verdict.role } : {}), gitConfig: [...packCache.config, ...(verdict.gitConfig ?? []), ...(ticket?.config ?? [])] }, req);
+    const env = cgiEnv({ projectRoot: data, ...r, user: verdict.user, ...(verdict.role ? { role: verdict.role } : {}), gitConfig: [...packCache.config, ...(verdict.gitConfig ?? [])] }, req);
     const run = runCgi(backend, env, body, res, (message) => log('git http-backend failed', { path: r.pathInfo, message }),
       (message) => log('push refused', { path: r.pathInfo, user: verdict.user, message }));
     runs.add(run);
-    void run.done.then(() => { runs.delete(run); ticket?.done(); });
+    void run.done.then(() => runs.delete(run));
   };
 
   // Keep-alive outlasts the hosts' 60 s agents; a push of a large pack may take long on a slow link.
@@ -113,7 +106,7 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
   };
   const server: Server = opts.tls ? createHttpsServer({ ...serverOptions, ...opts.tls }, onRequest) : createServer(serverOptions, onRequest);
   server.headersTimeout = 66_000;
-  const port = await listen(server, opts.host ?? '127.0.0.1', opts.port ?? 8080).catch(async (e: unknown) => { await checks.close(); throw e; });
+  const port = await listen(server, opts.host ?? '127.0.0.1', opts.port ?? 8080);
   server.on('error', (e) => log('server error', { message: e.message }));
   const address = server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
@@ -128,7 +121,6 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
     clearTimeout(escalate);
     server.closeAllConnections();
     await closed;
-    await checks.close();
     packCache.close();
   };
   return { url: `${opts.tls ? 'https' : 'http'}://${host}:${port}/`, port, close: () => (closing ??= close()) };

@@ -18,6 +18,7 @@ import { join } from 'node:path';
 import { NODE_NAME, NodeIdentity } from '../../schema/fleet.js';
 import { loadYaml } from '../../core/load.js';
 import type { Authorizer, AuthResult } from './auth.js';
+import { enrolmentsDir } from './hooks.js';
 import { mainStamp } from './main-stamp.js';
 import { TrustedMain, type TrustLog } from './trusted-main.js';
 import { matchesHash, Operators, operatorsFile } from './operators.js';
@@ -40,7 +41,8 @@ export function meshAuthorizer(data: string, hooksDir: string, log?: TrustLog): 
     const identity = await identities.get(repo, user);
     const hash = identity?.credential?.sha256;
     if (hash === undefined || !matchesHash(password, hash)) return REFUSED;
-    return { ok: true, user, role: 'node', generation: identity!.generation, gitConfig: [...hooks, ...nodeRefs(user), ['receive.maxInputSize', String(MAX_NODE_PUSH)]] };
+    const enrolment: Array<[string, string]> = [['mesh.generation', String(identity!.generation)], ['mesh.enrolments', enrolmentsDir(data, repo)]];
+    return { ok: true, user, role: 'node', gitConfig: [...hooks, ...nodeRefs(user), ['receive.maxInputSize', String(MAX_NODE_PUSH)], ...enrolment] };
   };
 }
 

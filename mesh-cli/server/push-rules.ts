@@ -1,9 +1,8 @@
 /**
  * `serve`'s in-process half of the access rules: a push's ref updates are read from the head of
  * its request (push-commands.ts) and decided by core/access/rules.ts before git starts, so a
- * refused push starts no process at all. A node's commits (sizes, an enrolment's token) are
- * checked in-process too (push-checks.ts), when its pre-receive hook asks, while git holds them in
- * its quarantine.
+ * refused push starts no process at all. A node's commits (sizes, an enrolment's token) are read
+ * by the pre-receive hook inside git's quarantine (hooks.ts), only for the ref it may push.
  */
 import { readFileSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
