@@ -116,6 +116,14 @@ describe("serve reads a push's ref updates before git starts", () => {
     expect(await readPushCommands(chunks(pkt(`${A} ${B} refs/heads/main\n`)))).toBeNull(); // ended before its flush
   });
 
+  it('a client gone mid-pack ends the body without an unhandled error', async () => {
+    const cut = async function* () { yield Buffer.from(pkt(`${A} ${B} refs/heads/main\0report-status\n`) + '0000PA'); throw new Error('aborted'); };
+    const push = await readPushCommands(cut());
+    push!.body.resume();
+    await new Promise((resolve) => push!.body.once('close', resolve));
+    expect(push!.body.destroyed).toBe(true);
+  });
+
   it('a refusal is answered as receive-pack answers a pre-receive hook that said no', () => {
     const updates = [{ old: A, new: B, ref: 'refs/heads/main' }, { old: A, new: B, ref: 'refs/heads/reports/web-1' }];
     const refused = new Map([['refs/heads/main', 'node web-1 may push only refs/heads/reports/web-1, not refs/heads/main']]);

@@ -30,6 +30,8 @@ export async function readPushCommands(stream: AsyncIterable<Buffer>): Promise<P
     if (parsed !== 'more') {
       const rest = { [Symbol.asyncIterator]: () => chunks };
       const body = Readable.from((async function* () { yield* read; yield* rest; })(), { objectMode: false });
+      // A client gone mid-pack fails this stream; its response's close stops git (backend.ts), so nothing more is owed.
+      body.on('error', () => {});
       return { ...parsed, body };
     }
     const next = await chunks.next();
