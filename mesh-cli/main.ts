@@ -25,6 +25,7 @@ import { secretCommand } from './commands/secret.js';
 import { varsCommand } from './commands/vars.js';
 import { mirrorCommand } from './commands/mirror.js';
 import { verifyRangeCommand } from './commands/verify-range.js';
+import { hookCommand } from './commands/hook.js';
 
 const program = new Command('mesh-cli').description('operate a mesh fleet from its git repository').version(HOST_VERSION).showHelpAfterError();
 
@@ -80,5 +81,6 @@ verifyRangeCommand(program);
 setCommand(program);
 secretCommand(program);
 packagesCommand(program);
+hookCommand(program, process.env);
 
 throwUsageErrors(program).parseAsync().catch((e: unknown) => exitWith('mesh-cli', e));

@@ -42,8 +42,14 @@ export const NodeIdentity = z.strictObject({
   previous: z.array(z.strictObject({ generation: z.number().int().nonnegative(), publicKey: sshKey })).optional(),
   /** Set by `mesh-cli retire`: the declaration is empty and the host removes everything it owns. */
   retired: z.boolean().optional(),
-  /** sha256 (hex) of the node's git credential, which `mesh-cli serve` checks; never the credential itself. */
-  credential: z.strictObject({ sha256: z.string().regex(/^[0-9a-f]{64}$/, { message: 'must be 64 lower-case hex digits' }) }).optional(),
+  /**
+   * The node's git credential, never itself: its sha256 (hex), which `mesh-cli serve` checks, and its
+   * SHA-256-crypt (`$5$…`, crypt(3)'s format), which a web server's password file can hold (docs/servers.md).
+   */
+  credential: z.strictObject({
+    sha256: z.string().regex(/^[0-9a-f]{64}$/, { message: 'must be 64 lower-case hex digits' }),
+    crypt: z.string().regex(/^\$5\$rounds=\d+\$[./0-9A-Za-z]{1,16}\$[./0-9A-Za-z]{43}$/, { message: "must be a SHA-256-crypt hash ('$5$rounds=…$salt$hash')" }).optional(),
+  }).optional(),
 });
 
 export type MeshConfig = z.infer<typeof MeshConfig>;

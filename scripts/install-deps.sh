@@ -2,7 +2,8 @@
 # Installs the Debian tools mesh's tests use (the real git http-backend, ssh-keygen, dpkg,
 # apt-get, useradd, systemctl, openssl for the self-signed certificates of the https tests,
 # chromium-headless-shell for the test that renders the status page in a real browser;
-# debootstrap, systemd-nspawn and dpkg-repack for the system tests' Debian container), only
+# debootstrap, systemd-nspawn and dpkg-repack for the system tests' Debian container; apache2 for
+# the test of a fleet behind Apache httpd, test/apache.test.ts), only
 # those that are missing. Needs root (or sudo).
 set -euo pipefail
 declare -A provides=(
@@ -19,10 +20,11 @@ declare -A provides=(
   [systemd-nspawn]=systemd-container
   [dpkg-repack]=dpkg-repack
   [age]=age
+  [apache2]=apache2
 )
 missing=()
 for tool in "${!provides[@]}"; do
-  command -v "$tool" >/dev/null 2>&1 || missing+=("${provides[$tool]}")
+  command -v "$tool" >/dev/null 2>&1 || [ -x "/usr/sbin/$tool" ] || missing+=("${provides[$tool]}")
 done
 sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
 updated=no

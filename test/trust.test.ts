@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
+import { shaCryptMatches } from '../core/access/sha-crypt.js';
 import { verifyCommit } from '../core/trust/check.js';
 import { keysOfLines } from '../core/trust/state.js';
 import { cli, createFleet, git, gitIn, hostCmd, runProgram, signingKey, startServer, type TestFleet } from './helpers/fleet.js';
@@ -294,7 +295,8 @@ describe("the embedded server: each node may push only its own reports", () => {
     expect(refs.code, refs.stderr).toBe(0);
     expect(refs.stdout.split('\n').filter(Boolean).map((l) => l.split('\t')[1])).toEqual(['HEAD', 'refs/heads/main', 'refs/heads/reports/web-1']);
     const identity = parse(await git(fleet.checkout, 'show', 'origin/main:nodes/web-1/node.yaml'));
-    expect(identity.credential).toEqual({ sha256: createHash('sha256').update(cred.password).digest('hex') });
+    expect(identity.credential).toEqual({ sha256: createHash('sha256').update(cred.password).digest('hex'), crypt: expect.stringMatching(/^\$5\$rounds=1000\$/) });
+    expect(shaCryptMatches(cred.password, identity.credential.crypt)).toBe(true);
     expect((await runProgram('git', ['log', '-p', '--all'], fleet.checkout)).stdout).not.toContain(cred.password);
   });
 

@@ -8,7 +8,8 @@
  *
  * The token also carries the fleet's trusted signer keys (the host's first trusted set) and
  * the node's own git credential: 32 random bytes, of which node.yaml keeps only the sha256,
- * which is what `mesh-cli serve` checks. A new token replaces the credential, and with it
+ * which is what `mesh-cli serve` checks, and its SHA-256-crypt, which a web server in front of
+ * the repository checks (docs/servers.md). A new token replaces the credential, and with it
  * revokes the old one on the embedded server as soon as the commit is pushed.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -25,6 +26,7 @@ import { placeOfNode } from '../layout.js';
 import { tokenPin } from '../tls.js';
 import { workingTree } from '../tree.js';
 import { newSecret, passwordHash } from '../server/operators.js';
+import { shaCrypt } from '../../core/access/sha-crypt.js';
 
 /**
  * Names a node may not have: the server's operator (whose name a node's login would collide
@@ -60,7 +62,7 @@ export async function issueToken(fleet: Fleet, node: string, opts: { url?: strin
     generation: (previous?.generation ?? 0) + 1,
     token: { publicKey: sshPublicKey(keys.publicKey, `token-${node}`), issuedAt: opts.now.toISOString(), expires },
     ...earlierKeys(previous),
-    ...(password ? { credential: { sha256: passwordHash(password) } } : {}),
+    ...(password ? { credential: { sha256: passwordHash(password), crypt: shaCrypt(password) } } : {}),
   };
   const file = writeIdentity(fleet, identity, 'token issue', dir);
   const commit = await commitPaths(fleet.dir, [file], `token: issue ${node} generation ${identity.generation}`);

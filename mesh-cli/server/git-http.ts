@@ -14,6 +14,7 @@ import { openPackCache } from './pack-cache.js';
 import type { CachedAnswer } from './fetch-cache.js';
 import { route } from './route.js';
 import { servePackageFile } from './static.js';
+import { decidePush } from './push-rules.js';
 import { gitExecPath } from '../git.js';
 
 export type { Authorizer, AuthRequest, AuthResult, Service } from './auth.js';
@@ -90,6 +91,15 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
       }
       if (key !== null && earlier === undefined) keep = { limit: MAX_ANSWER, settle: fetchCache.pending(key) };
       body = Readable.from([bytes]);
+    }
+    // A push's ref updates are decided here, by the rules every git server shares (core/access/rules.ts), before git starts.
+    if (verdict.role && r.service === 'receive-pack' && r.pathInfo.endsWith('/git-receive-pack')) {
+      const push = await decidePush(req, { user: verdict.user, role: verdict.role }, join(data, r.repo));
+      if (push.answer) {
+        for (const message of push.messages) log('push refused', { path: r.pathInfo, user: verdict.user, message });
+        return void res.writeHead(push.answer.status, push.answer.headers).end(push.answer.body);
+      }
+      body = push.body;
     }
     const env = cgiEnv({ projectRoot: data, ...r, user: verdict.user, ...(verdict.role ? { role: verdict.role } : {}), gitConfig: [...packCache.config, ...(verdict.gitConfig ?? [])] }, req);
     const run = runCgi(backend, env, body, res, (message) => log('git http-backend failed', { path: r.pathInfo, message }),

@@ -1,26 +1,29 @@
 /**
  * The pre-receive hook of `mesh-cli serve`, installed for every request through git config
  * (`core.hooksPath`), never into the repositories themselves. git runs it with the request's
- * environment: REMOTE_USER (who authenticated) and MESH_ROLE (operator or node). A node may
- * push only its own report branch, refs/heads/reports/<node> (non-fast-forward allowed, since
- * a heartbeat replaces the heartbeat before it), and delete nothing; an operator may push
- * anything except deleting the fleet's main branch (HEAD), which every host polls.
+ * environment: REMOTE_USER (who authenticated) and MESH_ROLE (operator or node). Which refs a
+ * push may update was decided before git started, in-process, by core/access/rules.ts
+ * (push-rules.ts); this hook reads what a node's push holds, inside git's quarantine, as
+ * refusedNodePush in core/access/rules.ts does for `mesh-cli hook` on other git servers (same
+ * checks, same messages; test/hook.test.ts and test/server-trust.test.ts hold them to it).
  *
- * A node's push is also read: no file of a report may be larger than MAX_REPORT_FILE, and an
- * enrolment report uses its token. The first enrolment of a (node, generation) is recorded in
- * the data folder (`mkdir`, so two at once cannot both win), where the token's credential
- * cannot undo it; a second one is refused as "already used", whatever the report branch holds.
- * The generation and the record's folder come from the server (git config mesh.generation,
- * mesh.enrolments), which read them from the trusted main.
+ * No file of a node's new report commits may be larger than MAX_REPORT_FILE, and an enrolment
+ * report uses its token. The first enrolment of a (node, generation) is recorded in the data
+ * folder (`mkdir`, so two at once cannot both win), where the token's credential cannot undo it;
+ * a second one is refused as "already used", whatever the report branch holds. The generation
+ * and the record's folder come from the server (git config mesh.generation, mesh.enrolments),
+ * which read them from the trusted main. A shell script, not mesh-cli: a node pushes at every
+ * pass, and a Node start per push would cost more than the checks.
  */
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { MAX_REPORT_FILE } from '../../core/access/rules.js';
 
-/** The largest file a report commit may hold (status.json, its signature): 1 MiB; a host's report is a few kB. */
-export const MAX_REPORT_FILE = 1024 * 1024;
+export { MAX_REPORT_FILE };
 
 const PRE_RECEIVE = `#!/bin/sh
-# Written by mesh-cli serve at every start: who may push what (docs/security.md).
+# Written by mesh-cli serve at every start: what a node's push may hold (docs/security.md);
+# which refs a push may update, serve decided before git started.
 max_file=${MAX_REPORT_FILE}
 status=0
 
@@ -62,23 +65,9 @@ EOF
 }
 
 while read -r old new ref; do
-  case "$new" in *[!0]*) deleting=no ;; *) deleting=yes ;; esac
   case "$MESH_ROLE" in
-    operator)
-      if [ "$deleting" = yes ] && [ "$ref" = "$(git symbolic-ref -q HEAD)" ]; then
-        echo "mesh: $ref is the fleet's main branch; it cannot be deleted" >&2
-        status=1
-      fi ;;
-    node)
-      if [ "$ref" != "refs/heads/reports/$REMOTE_USER" ]; then
-        echo "mesh: node $REMOTE_USER may push only refs/heads/reports/$REMOTE_USER, not $ref" >&2
-        status=1
-      elif [ "$deleting" = yes ]; then
-        echo "mesh: node $REMOTE_USER may not delete its report branch" >&2
-        status=1
-      else
-        node_push "$new" || status=1
-      fi ;;
+    operator) ;;
+    node) node_push "$new" || status=1 ;;
     *)
       echo "mesh: push refused: the request has no role" >&2
       status=1 ;;

@@ -9,8 +9,9 @@
  * identity is read from git at every change of main (cached by main's commit), so a pushed
  * `mesh-cli revoke` or a new token refuses the old credential at once. Whether main moved is
  * known from the stat of the files that hold it (main-stamp.ts), without a git process per
- * request; git is asked when they changed, or when they cannot be trusted. What a node may
- * push is decided by the pre-receive hook (hooks.ts); its advertisements hide every other
+ * request; git is asked when they changed, or when they cannot be trusted. Which refs a push
+ * may update is decided before git starts (push-rules.ts, by core/access/rules.ts), what a
+ * node's commits may hold by the pre-receive hook (hooks.ts); its advertisements hide every other
  * node's report branch, so they stay small however many nodes the fleet has.
  */
 import { join } from 'node:path';
@@ -110,12 +111,13 @@ class IdentityCache {
 }
 
 /** Where each node's node.yaml is at `main`: one listing of nodes/. */
-async function nodePlaces(dir: string, main: string): Promise<Map<string, string | null>> {
+export async function nodePlaces(dir: string, main: string): Promise<Map<string, string | null>> {
   const listing = await git(dir, ['ls-tree', '-r', '-z', '--name-only', main, '--', 'nodes/']);
   return nodeYamls((listing ?? '').split('\0').filter(Boolean));
 }
 
-async function readIdentity(dir: string, main: string, node: string, file: string): Promise<NodeIdentity | null> {
+/** The identity of `node` in its node.yaml `file` at `main` (null: unreadable or naming another node). */
+export async function readIdentity(dir: string, main: string, node: string, file: string): Promise<NodeIdentity | null> {
   const text = await git(dir, ['cat-file', 'blob', `${main}:${file}`]);
   if (text === null) return null;
   const loaded = loadYaml(text, file, NodeIdentity);

@@ -31,7 +31,9 @@ export class TrustedMain {
   /** Checks of one repository run one after another, each from the state the last one left. */
   private readonly queues = new Map<string, Promise<unknown>>();
 
-  constructor(private readonly data: string, private readonly log: TrustLog = () => {}, private readonly now = () => new Date()) {}
+  /** `stateFile` says where a repository's state is kept (default: DATA/.mesh-trust/NAME.json; `mesh-cli hook` keeps it in the repository). */
+  constructor(private readonly data: string, private readonly log: TrustLog = () => {}, private readonly now = () => new Date(),
+    private readonly stateFile = (repo: string) => join(trustDir(data), repo.replace(/\.git$/, '') + '.json')) {}
 
   /** The newest trusted commit of `repo`'s main, given that main's tip is now `tip`; null when none is trusted. Rejects when git or the state file fails. */
   trusted(repo: string, tip: string): Promise<string | null> {
@@ -49,7 +51,7 @@ export class TrustedMain {
     let batch: CatFileBatch | null = null;
     try {
       const src = gitSource(dir, () => (batch ??= catFileBatch(dir, ['--git-dir', dir])));
-      const file = join(trustDir(this.data), repo.replace(/\.git$/, '') + '.json');
+      const file = this.stateFile(repo);
       const kept = readState(file);
       const state = kept ?? (await rootState(src, dir, tip, this.now()));
       if (state.anchor?.commit === tip) {

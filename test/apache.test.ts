@@ -1,0 +1,202 @@
+/**
+ * A fleet served by Debian's Apache httpd and `git http-backend`, with mesh's rules as git hooks
+ * (`mesh-cli hook`), as docs/servers.md sets it up: basic auth from two password files (the
+ * operators', kept by hand, and the nodes', written by the post-receive hook from the trusted
+ * main), a real mesh-host enrolling and running a pass through it. A node's push to another
+ * node's branch and to main is refused; revoke takes effect at Apache at the next push of main.
+ *
+ * Apache runs on a free 127.0.0.1 port with its own configuration in a temporary folder
+ * (`apache2 -X -f CONF`, one process). Started as root it serves as `nobody` (Apache refuses to
+ * serve as root), so the folder is made theirs. Without apache2 the suite is skipped with its
+ * reason, unless CI is set: there it fails (scripts/install-deps.sh installs it).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { dirname, join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it, type TestContext } from 'vitest';
+import { parse } from 'yaml';
+import { shaCrypt } from '../core/access/sha-crypt.js';
+import { cli, git, hostCmd, MESH_CLI, newMachine, runProgram, signingKey } from './helpers/fleet.js';
+import { tempDirs } from './helpers/tmp.js';
+
+const APACHE = '/usr/sbin/apache2';
+const MODULES = '/usr/lib/apache2/modules';
+const missing = existsSync(APACHE) ? null : `${APACHE} is not installed (apt-get install apache2, as scripts/install-deps.sh does)`;
+const tmp = tempDirs();
+const asRoot = process.getuid?.() === 0;
+const NOBODY = 65534;
+const noPrompt = { GIT_TERMINAL_PROMPT: '0' };
+
+let dir: string;
+let url: string;
+let apache: ChildProcess | undefined;
+let checkout: string;
+const operatorSecret = 'operator-secret-for-the-test';
+/** The harness folder's mode, opened for `nobody` to pass through, put back after. */
+let parentMode: number | undefined;
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    }).on('error', reject);
+  });
+}
+
+/** The Apache configuration docs/servers.md describes, in the folder `dir`. */
+function apacheConf(dir: string, port: number): string {
+  const modules = ['mpm_prefork', 'authn_core', 'authn_file', 'auth_basic', 'authz_core', 'authz_user', 'alias', 'cgi', 'env'];
+  return [
+    `ServerRoot ${dir}`, `Listen 127.0.0.1:${port}`, 'ServerName 127.0.0.1', `PidFile ${dir}/httpd.pid`, `ErrorLog ${dir}/error.log`, 'LogLevel warn',
+    ...modules.map((m) => `LoadModule ${m}_module ${MODULES}/mod_${m}.so`),
+    ...(asRoot ? ['User nobody', 'Group nogroup'] : []),
+    `SetEnv GIT_PROJECT_ROOT ${dir}/git`, 'SetEnv GIT_HTTP_EXPORT_ALL 1',
+    'ScriptAlias / /usr/lib/git-core/git-http-backend/',
+    `<AuthnProviderAlias file operators>\n  AuthUserFile ${dir}/operators.htpasswd\n</AuthnProviderAlias>`,
+    `<AuthnProviderAlias file nodes>\n  AuthUserFile ${dir}/nodes.htpasswd\n</AuthnProviderAlias>`,
+    '<Location />\n  AuthType Basic\n  AuthName "mesh fleet"\n  AuthBasicProvider operators nodes\n  Require valid-user\n</Location>',
+    '',
+  ].join('\n');
+}
+
+/** The bare repository with mesh's hooks, as docs/servers.md sets it up. */
+async function fleetRepo(dir: string): Promise<string> {
+  const bare = join(dir, 'git', 'fleet.git');
+  mkdirSync(dirname(bare), { recursive: true });
+  await git(dir, 'init', '--quiet', '--bare', '--initial-branch=main', bare);
+  for (const hook of ['pre-receive', 'post-receive']) {
+    writeFileSync(join(bare, 'hooks', hook), `#!/bin/sh\nexec ${process.execPath} ${MESH_CLI} hook ${hook}\n`, { mode: 0o755 });
+  }
+  await git(bare, 'config', 'mesh.operators', join(dir, 'operators.htpasswd'));
+  await git(bare, 'config', 'mesh.htpasswd', join(dir, 'nodes.htpasswd'));
+  writeFileSync(join(dir, 'operators.htpasswd'), `operator:${shaCrypt(operatorSecret)}\n`);
+  writeFileSync(join(dir, 'nodes.htpasswd'), '');
+  return bare;
+}
+
+/** Make everything under `dir` nobody's, and let nobody pass through the folder above it. */
+function handToNobody(dir: string): void {
+  const chownAll = (path: string) => {
+    chownSync(path, NOBODY, NOBODY);
+    if (statSync(path).isDirectory()) for (const name of readdirSync(path)) chownAll(join(path, name));
+  };
+  chownAll(dir);
+  parentMode = statSync(dirname(dir)).mode & 0o7777;
+  chmodSync(dirname(dir), parentMode | 0o011);
+}
+
+async function startApache(conf: string): Promise<ChildProcess> {
+  const proc = spawn(APACHE, ['-X', '-f', conf], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let said = '';
+  proc.stderr!.on('data', (b: Buffer) => { said += b.toString(); });
+  for (let i = 0; i < 100; i++) {
+    if (proc.exitCode !== null) throw new Error(`apache2 exited with ${proc.exitCode}: ${said}`);
+    const r = await fetch(`${url}fleet.git/info/refs?service=git-upload-pack`).catch(() => null);
+    if (r) {
+      await r.arrayBuffer();
+      return proc;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`apache2 did not answer: ${said}`);
+}
+
+const withCredential = (user: string, password: string) => `${url.replace('://', `://${user}:${encodeURIComponent(password)}@`)}fleet.git`;
+const credentialOf = (root: string) => JSON.parse(readFileSync(join(root, 'etc/mesh-host/credential.json'), 'utf8')) as { password: string };
+const operatorGit = (...args: string[]) => runProgram('git', args, checkout, noPrompt);
+/** Skip the test, with the reason, when this machine has no apache2 (never under CI: there beforeAll has failed). */
+const ready = (ctx: TestContext) => { if (missing) ctx.skip(`SKIPPED Apache test: ${missing}`); };
+
+describe('a fleet behind Apache httpd and git http-backend, with mesh-cli hook', () => {
+  beforeAll(async () => {
+    if (missing) {
+      if (process.env.CI) throw new Error(`CI is set and ${missing}`);
+      return;
+    }
+    dir = tmp('mesh-apache-');
+    const port = await freePort();
+    url = `http://127.0.0.1:${port}/`;
+    await fleetRepo(dir);
+    writeFileSync(join(dir, 'httpd.conf'), apacheConf(dir, port));
+    if (asRoot) handToNobody(dir);
+    apache = await startApache(join(dir, 'httpd.conf'));
+    checkout = join(dir, 'fleet');
+    const init = await cli(dir, 'init', checkout, '--signing-key', signingKey(join(dir, 'operator_ed25519')), '--signer', 'op@example.org', '--remote', withCredential('operator', operatorSecret));
+    expect(init.code, init.stderr).toBe(0);
+    for (const [k, v] of [['user.name', 'op'], ['user.email', 'op@example.org']]) await git(checkout, 'config', k!, v!);
+    for (const node of ['web-1', 'web-2']) {
+      const issued = await cli(checkout, 'token', 'issue', node, '--url', `${url}fleet.git`, '--out', join(dir, `${node}.token`));
+      expect(issued.code, issued.stderr).toBe(0);
+    }
+    await git(checkout, 'commit', '--quiet', '--allow-empty', '-m', 'base');
+    const pushed = await operatorGit('push', '-u', 'origin', 'main');
+    expect(pushed.code, pushed.stderr).toBe(0);
+  }, 180_000);
+
+  afterAll(async () => {
+    if (apache && apache.exitCode === null) {
+      const gone = new Promise((resolve) => apache!.once('exit', resolve));
+      apache.kill('SIGTERM');
+      await gone;
+    }
+    if (parentMode !== undefined) chmodSync(dirname(dir), parentMode);
+  });
+
+  it('the post-receive hook wrote both node credentials from the trusted main', (ctx) => {
+    ready(ctx);
+    const lines = readFileSync(join(dir, 'nodes.htpasswd'), 'utf8').split('\n').filter(Boolean);
+    expect(lines.map((l) => l.split(':')[0])).toEqual(['web-1', 'web-2']);
+    for (const line of lines) expect(line).toMatch(/^web-\d:\$5\$rounds=1000\$[./0-9A-Za-z]{16}\$[./0-9A-Za-z]{43}$/);
+  });
+
+  let web1: string;
+  it('a real mesh-host enrols and runs a pass through Apache; its report lands on its branch', async (ctx) => {
+    ready(ctx);
+    web1 = newMachine(join(dir, 'machines', 'web-1'));
+    mkdirSync(join(web1, 'var/lib/dpkg'), { recursive: true });
+    writeFileSync(join(web1, 'var/lib/dpkg/status'), '');
+    const enrolled = await hostCmd(web1, 'enrol', '--token-file', join(dir, 'web-1.token'));
+    expect(enrolled.code, enrolled.stderr).toBe(0);
+    const pass = await hostCmd(web1, 'run', '--once');
+    expect(pass.code, pass.stderr).toBe(0);
+    const refs = (await operatorGit('ls-remote', 'origin')).stdout;
+    expect(refs).toMatch(/^[0-9a-f]{40}\trefs\/heads\/reports\/web-1$/m);
+    const main = await git(checkout, 'rev-parse', 'HEAD');
+    const status = await cli(checkout, 'status', '--json');
+    expect(JSON.parse(status.stdout).nodes.find((n: { node: string }) => n.node === 'web-1')).toMatchObject({ commit: main, outcome: 'applied', signature: 'valid' });
+    // The enrolment was recorded by the hook, in the repository, out of reach of any push.
+    expect(readdirSync(join(dir, 'git/fleet.git/mesh-enrolments'))).toEqual(['web-1.1']);
+  });
+
+  it("the node's credential cannot push main or another node's report branch", async (ctx) => {
+    ready(ctx);
+    const work = join(dir, 'web-1-work');
+    await git(dir, 'clone', '--quiet', withCredential('web-1', credentialOf(web1).password), work);
+    await git(work, '-c', 'user.name=x', '-c', 'user.email=x@x', '-c', 'commit.gpgsign=false', 'commit', '--quiet', '--allow-empty', '-m', 'not yours');
+    const before = (await operatorGit('ls-remote', 'origin')).stdout;
+    const main = await runProgram('git', ['push', 'origin', 'HEAD:refs/heads/main'], work, noPrompt);
+    expect(main.code).not.toBe(0);
+    expect(main.stderr).toContain('remote: mesh: node web-1 may push only refs/heads/reports/web-1, not refs/heads/main');
+    const other = await runProgram('git', ['push', 'origin', 'HEAD:refs/heads/reports/web-2'], work, noPrompt);
+    expect(other.code).not.toBe(0);
+    expect(other.stderr).toContain('remote: mesh: node web-1 may push only refs/heads/reports/web-1, not refs/heads/reports/web-2');
+    expect((await operatorGit('ls-remote', 'origin')).stdout).toBe(before);
+  });
+
+  it("revoke takes effect at Apache: the revoked node's credential is refused once the commit is pushed", async (ctx) => {
+    ready(ctx);
+    const web2 = parse(readFileSync(join(dir, 'web-2.token'), 'utf8').replace(/^#.*\n/gm, '')) as { credential: { password: string } };
+    const asWeb2 = () => runProgram('git', ['ls-remote', withCredential('web-2', web2.credential.password)], dir, noPrompt);
+    expect((await asWeb2()).code).toBe(0);
+    expect((await cli(checkout, 'revoke', 'web-2')).code).toBe(0);
+    const pushed = await operatorGit('push');
+    expect(pushed.code, pushed.stderr).toBe(0);
+    expect(pushed.stderr).toContain('remote: mesh: ');
+    const refused = await asWeb2();
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toMatch(/Authentication failed|401/);
+    expect(readFileSync(join(dir, 'nodes.htpasswd'), 'utf8').split('\n').filter(Boolean).map((l) => l.split(':')[0])).toEqual(['web-1']);
+  });
+});
