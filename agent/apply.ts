@@ -73,6 +73,7 @@ export async function applyPlan(steps: Step[], observed: Map<string, Observed>, 
       if (stagedChange(step)) {
         batch.push(await stage(step, now, priors.get(step.id), ctx));
         tell(step);
+        if (ctx.pass.writes.size >= BATCH_FILES) await flush();
         continue;
       }
       if (batch.length > 0 && passive(step)) {
@@ -101,6 +102,12 @@ export async function applyPlan(steps: Step[], observed: Map<string, Observed>, 
 }
 
 type Change = Extract<Step, { action: 'change' }>;
+
+/**
+ * The most files a batch holds: a larger one would save little (one `sync -f` per batch), and
+ * would leave a long pass silent while the batch is synced and read back.
+ */
+const BATCH_FILES = 512;
 
 /** A step in the pass's write batch: a staged change and what it needs to be verified, or a step whose line is already known (it failed, or it changed nothing). */
 interface Staged {
