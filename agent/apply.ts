@@ -40,7 +40,13 @@ export async function observe(desired: Resource[], ctx: ResourceContext): Promis
   return { observed, errors };
 }
 
-/** Pre-flight `steps`, then apply them in dependency order, recording each verified result in `store`. One result line per step. */
+/**
+ * Pre-flight `steps`, then apply them in dependency order, recording each verified result in
+ * `store`. One result line per step, in that order. Consecutive changes of staged types (files)
+ * form a batch (see `staged` in resources/handler.ts): each is written to its temporary name,
+ * then the batch is committed (one sync for all, then the renames) before any is read back,
+ * and before the next step that is not staged.
+ */
 export async function applyPlan(steps: Step[], observed: Map<string, Observed>, store: Store, ctx: ResourceContext): Promise<ResourceResult[]> {
   const problems = preflight(steps, ctx.root);
   if (problems.length > 0) return refuse(steps, problems);
@@ -48,26 +54,118 @@ export async function applyPlan(steps: Step[], observed: Map<string, Observed>, 
   const priors = await recordIntents(ordered, observed, store, ctx);
   const changedPaths = new Set<string>();
   const results: ResourceResult[] = [];
+  const batch: Staged[] = [];
+  // Progress counts the steps taken (a staged one once it is staged); a step's line is final once
+  // a resource that watches paths has settled (settle), and lines keep the declared order.
+  let taken = 0;
+  const tell = (step: Step) => ctx.progress?.(++taken, ordered.length, step.id);
+  const done = async (step: Step, line: ResourceResult, settles = step.action !== 'remove') => {
+    if (settles && step.action !== 'remove') line = await settle(step.resource, line, changedPaths, ctx).catch((e: unknown) => failedLine(step, e));
+    if (step.action !== 'remove' && 'path' in step.resource && (line.result === 'created' || line.result === 'updated')) changedPaths.add(step.resource.path);
+    results.push(line);
+  };
+  const flush = async () => {
+    for (const [step, line] of await commitBatch(batch.splice(0), store, ctx)) await done(step, line);
+  };
   try {
     for (const step of ordered) {
+      const now = observed.get(step.id) ?? null;
+      if (stagedChange(step)) {
+        batch.push(await stage(step, now, priors.get(step.id), ctx));
+        tell(step);
+        if (ctx.pass.writes.size >= BATCH_FILES) await flush();
+        continue;
+      }
+      if (batch.length > 0 && passive(step)) {
+        const line = await applyStep(step, now, priors.get(step.id), store, ctx).catch((e: unknown) => failedLine(step, e));
+        batch.push({ step, now, line }); // in its place among the batch's lines
+        tell(step);
+        continue;
+      }
+      await flush();
+      const action = step.action !== 'remove' && handlerFor(step.resource).act !== undefined;
       let line: ResourceResult;
       try {
-        if (step.action !== 'remove' && handlerFor(step.resource).act) line = await act(step.resource, results, store, ctx);
-        else {
-          line = await applyStep(step, observed.get(step.id) ?? null, priors.get(step.id), store, ctx);
-          if (step.action !== 'remove') line = await settle(step.resource, line, changedPaths, ctx);
-        }
+        line = action ? await act(step.resource as Resource, results, store, ctx) : await applyStep(step, now, priors.get(step.id), store, ctx);
       } catch (e) {
-        line = { id: step.id, result: 'failed', ...(step.action === 'change' ? { changes: step.changes } : {}), error: messageOf(e) };
+        line = failedLine(step, e);
       }
-      if (step.action !== 'remove' && 'path' in step.resource && (line.result === 'created' || line.result === 'updated')) changedPaths.add(step.resource.path);
-      results.push(line);
-      ctx.progress?.(results.length, ordered.length, step.id);
+      await done(step, line, !action);
+      tell(step);
     }
+    await flush();
   } finally {
-    syncDeferredDirs(ctx.pass.dirsToSync); // the renames of this pass's file writes, one fsync per directory (see file.ts)
+    ctx.pass.writes.discard(); // staged and never committed: a step threw past its line
+    syncDeferredDirs(ctx.pass.dirsToSync); // the renames of this pass's file writes, one fsync per directory (see atomic.ts)
   }
   return results;
+}
+
+type Change = Extract<Step, { action: 'change' }>;
+
+/**
+ * The most files a batch holds: a larger one would save little (one `sync -f` per batch), and
+ * would leave a long pass silent while the batch is synced and read back.
+ */
+const BATCH_FILES = 512;
+
+/** A step in the pass's write batch: a staged change and what it needs to be verified, or a step whose line is already known (it failed, or it changed nothing). */
+interface Staged {
+  step: Step;
+  now: Observed;
+  prior?: Prior;
+  line?: ResourceResult;
+}
+
+/** Whether `step` is a change its handler stages (files): not a removal, an adoption or an action. */
+function stagedChange(step: Step): step is Change {
+  return step.action === 'change' && handlerFor(step.resource).staged === true;
+}
+
+/** Whether `step` changes nothing and looks at nothing a batch changes, so that it need not wait for the batch to be committed (a file already as declared). */
+function passive(step: Step): boolean {
+  if (step.action !== 'keep') return false;
+  const handler = handlerFor(step.resource);
+  return !handler.act && !handler.watches && !handler.unverifiable;
+}
+
+/** Stage the change of `step` (its intent is durable: recordIntents); a change that cannot be staged has its failed line. */
+async function stage(step: Change, now: Observed, prior: Prior | Error | undefined, ctx: ResourceContext): Promise<Staged> {
+  try {
+    if (prior === undefined || prior instanceof Error) throw prior ?? new Error(`nothing was recorded for ${step.id}`);
+    if (ctx.faults.due('after-intent')) crashNow(); // its intent is durable (recordIntents); the change is not made yet
+    await handlerFor(step.resource).apply(step.resource, now, ctx);
+    return { step, now, prior };
+  } catch (e) {
+    return { step, now, line: failedLine(step, e) };
+  }
+}
+
+/** Commit the pass's write batch, then read back and record each staged change: its line, in order. */
+async function commitBatch(batch: Staged[], store: Store, ctx: ResourceContext): Promise<Array<[Step, ResourceResult]>> {
+  if (batch.length === 0) return [];
+  try {
+    ctx.pass.writes.commit(ctx.pass.dirsToSync, ctx.faults);
+  } catch (e) {
+    return batch.map((s) => [s.step, s.line ?? failedLine(s.step, e)]);
+  }
+  const lines: Array<[Step, ResourceResult]> = [];
+  for (const s of batch) {
+    let line = s.line;
+    if (!line) {
+      try {
+        line = await verify(s.step as Change, s.now, s.prior!, store, ctx);
+      } catch (e) {
+        line = failedLine(s.step, e);
+      }
+    }
+    lines.push([s.step, line]);
+  }
+  return lines;
+}
+
+function failedLine(step: Step, e: unknown): ResourceResult {
+  return { id: step.id, result: 'failed', ...(step.action === 'change' ? { changes: step.changes } : {}), error: messageOf(e) };
 }
 
 /**
@@ -164,6 +262,12 @@ async function applyStep(step: Step, now: Observed, prior: Prior | Error | undef
   }
   if (ctx.faults.due('after-intent')) crashNow(); // its intent is durable (recordIntents); the change is not made yet
   await handler.apply(step.resource, now, ctx);
+  return verify(step, now, prior, store, ctx);
+}
+
+/** After a change of `step`: read it back, and record it as verified only when it reads as declared. */
+async function verify(step: Change, now: Observed, prior: Prior, store: Store, ctx: ResourceContext): Promise<ResourceResult> {
+  const handler = handlerFor(step.resource);
   const after = await handler.read(step.resource, ctx);
   const left = handler.diff(step.resource, after);
   if (left.length > 0) return { id: step.id, result: 'failed', changes: step.changes, error: `read back after the change still differs: ${left.join('; ')}` };

@@ -1,9 +1,10 @@
 /** mesh.yaml (fleet settings) and nodes/<node>/node.yaml (a node's identity, written by mesh-cli). */
 import * as z from 'zod';
+import { NODE_NAME } from './node-name.js';
 
 const sshKey = z.string().regex(/^ssh-ed25519 [A-Za-z0-9+/=]+( .*)?$/, { message: 'must be an OpenSSH ed25519 public key ("ssh-ed25519 AAAA...")' });
 
-export const NODE_NAME = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+export { NODE_NAME };
 export const NodeName = z.string().regex(NODE_NAME, { message: 'node names are lower-case letters, digits and -, at most 63 characters' });
 
 export const MeshConfig = z.strictObject({

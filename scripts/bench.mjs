@@ -17,15 +17,18 @@
 // as cf-agent expects), and P is a generated policy with one `files:` promise per resource:
 // `create`, `content` (the whole file, as mesh declares it) and `perms` (the mode). Both
 // read back what they manage and repair only what differs. Differences that remain: mesh
-// fsyncs what it writes (cf-agent does not): each changed file before it is renamed into
-// place, the intents of a pass's changes (one sync for all of them, before the first change),
-// each directory that changed (once per pass) and its store when the pass changed anything;
+// makes what it writes durable (cf-agent does not): the changed files' data before they are
+// renamed into place (one `sync -f` for a batch of files, or an fsync each for a small one),
+// the intents of a pass's changes (one sync for all of them, before the first change), each
+// directory that changed (once per pass) and its store when the pass changed anything;
 // a pass that changes nothing writes nothing. And mesh keeps a store of what it owns and what
 // was there before; cf-agent keeps no such record.
 // Wall time is from spawn to exit; peak RSS and CPU come from the kernel (wait4 via GNU time).
 // Then the fleet language's cost (scripts/bench-language.mjs): the no-op pass over N literal
 // files against N templated ones, through `apply --bundle` and through `run --once` against a
 // real fleet server, warm and cold cache.
+// `node scripts/bench-floor.mjs` measures the floor under these figures: the same syscalls
+// in a tiny script, with and without what crash safety adds.
 // Results: tables on stdout and bench-results/bench.json (BENCH_SIZES=100,1000 to choose N,
 // BENCH_LANGUAGE=1000 for the language's N, either empty to skip; MESH_DIST=DIR to measure a
 // build other than dist/).
@@ -102,7 +105,19 @@ async function benchTools(tools, resources) {
 }
 
 function findCfAgent() {
-  for (const p of ['/usr/bin/cf-agent', '/usr/sbin/cf-agent', '/var/cfengine/bin/cf-agent']) if (existsSync(p)) return p;
+  const found = () => ['/usr/bin/cf-agent', '/usr/sbin/cf-agent', '/var/cfengine/bin/cf-agent'].find((p) => existsSync(p)) ?? null;
+  if (found()) return found();
+  // Missing: install Debian's cfengine3 when this bench may (root, with apt-get); never in the tests.
+  if (process.getuid?.() === 0 && existsSync('/usr/bin/apt-get')) {
+    console.log('cf-agent is not installed: installing Debian\'s cfengine3 (apt-get install -y cfengine3) to compare with it');
+    try {
+      execFileSync('apt-get', ['install', '-y', '--no-install-recommends', 'cfengine3'], { stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+    } catch {
+      console.log('apt-get could not install cfengine3 (try apt-get update first); measuring mesh alone');
+    }
+    return found();
+  }
+  console.log('cf-agent is not installed and this bench cannot install it (it needs root and apt-get): run `sudo apt-get install cfengine3` to compare with it; measuring mesh alone');
   return null;
 }
 

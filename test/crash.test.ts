@@ -1,7 +1,7 @@
 /**
  * Crash safety, with real processes killed by SIGKILL at exact points (MESH_FAULT, see
  * agent/fault.ts): at every resource boundary of a 50-resource pass, between an intent and its
- * change, in the middle of a file write, and while un-declaring. Each time the next pass must
+ * change, in the middle of a file write, inside a batch of file writes, and while un-declaring. Each time the next pass must
  * converge (a third pass changes nothing), the root must match the declaration exactly, and the
  * owned set that `mesh-host state --json` shows must be exactly the declared ids; un-declaring
  * everything must then give pre-existing files their original content back and remove the rest.
@@ -146,6 +146,13 @@ describe('a host killed at any instant converges on its next pass', () => {
     // 43 files change (all but /etc/issue), then the store is written: write 44.
     await pool(['mid-write:1', 'mid-write:2', 'mid-write:6', 'mid-write:25', 'mid-write:43', 'mid-write:44'], 3, (fault) => killThenConverge(fault, true));
   }, 300_000);
+
+  it('killed inside a batch of file writes: between files written to their temporary names, between renames, and before the store write', async () => {
+    // Two batches: /etc/app's 4 files and /etc/motd (5, each fsynced), then the 38 files under /srv/app (one sync for all).
+    // staged:1 is right after the batch's intents were synced; staged:5 and staged:43 end a batch, before its sync.
+    const faults = ['staged:1', 'staged:3', 'staged:5', 'staged:6', 'staged:24', 'staged:43', 'renamed:1', 'renamed:5', 'renamed:6', 'renamed:30', 'renamed:43', 'before-save:1'];
+    await pool(faults, 3, (fault) => killThenConverge(fault, true));
+  }, 600_000);
 
   it('killed while un-declaring, at removals and in the middle of restoring a file', async () => {
     await pool(['after-drop:1', 'after-drop:13', 'after-drop:25', 'after-drop:46', 'after-drop:50', 'mid-write:1', 'mid-write:3'], 3, async (fault) => {

@@ -1,9 +1,9 @@
 /** `file`: content, mode, owner and group of one regular file, or its absence. */
-import { chmodSync, chownSync, lstatSync, readFileSync, unlinkSync } from 'node:fs';
+import { readFileSync, unlinkSync } from 'node:fs';
 import type { FileResource } from '../../schema/declaration.js';
-import { writeFileAtomic } from '../atomic.js';
 import { MeshError } from '../../core/errors.js';
 import { describeOwnership, type NodeState } from './node.js';
+import type { ResourceContext } from './handler.js';
 import { assertParent, attributeDiff, nodeHandler, normalMode, ownerNeeds } from './node-handler.js';
 
 /** Files larger than this are not captured for restore; the host refuses to take them over. */
@@ -11,6 +11,7 @@ const MAX_PRIOR_BYTES = 1024 * 1024;
 
 export const fileHandler = nodeHandler<FileResource>('file', {
   withContent: true,
+  staged: true,
   should: () => 'a file',
   needs: ownerNeeds,
 
@@ -29,13 +30,12 @@ export const fileHandler = nodeHandler<FileResource>('file', {
     assertParent(ctx, r.path, 'this file');
     const mode = parseInt(normalMode(r.mode ?? now?.mode ?? '0644'), 8);
     const content = r.content !== undefined ? Buffer.from(r.content) : now ? readFileSync(real) : Buffer.alloc(0);
-    // The directory is synced once at the end of the pass (apply.ts): until then a power cut can
-    // only lose this rename (the old file stays whole); the intent, already durable, keeps the
-    // file owned, and the next pass reads it back and repairs it as drift.
-    writeFileAtomic(real, content, mode, { deferDirSync: ctx.pass.dirsToSync, faults: ctx.faults });
-    chmodSync(real, mode); // the umask narrowed the mode given to open()
-    const { uid, gid } = describeOwnership(ctx, r, lstatSync(real));
-    chownSync(real, uid, gid);
+    // Staged: written with its mode and owner to its temporary name, renamed into place when the
+    // engine commits the batch (atomic.ts), after one sync for the whole batch. Its directory is
+    // synced once at the end of the pass: until then a power cut can only lose the rename (the
+    // old file stays whole); the intent, already durable, keeps the file owned, and the next
+    // pass reads it back and repairs it as drift.
+    ctx.pass.writes.stage(real, content, mode, ownership(ctx, r), ctx.faults);
   },
 
   async prior(r, observed) {
@@ -46,3 +46,8 @@ export const fileHandler = nodeHandler<FileResource>('file', {
     return { existed: now !== null, state: now };
   },
 });
+
+/** The owner a file should get when one is declared; none declared keeps the one it is created with. */
+function ownership(ctx: ResourceContext, r: FileResource) {
+  return r.owner === undefined && r.group === undefined ? undefined : (st: Parameters<typeof describeOwnership>[2]) => describeOwnership(ctx, r, st);
+}

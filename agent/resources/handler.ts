@@ -5,6 +5,7 @@
  * say what cannot be verified here: the engine (apply.ts) uses each part when it is there and
  * knows no resource type by name.
  */
+import { WriteBatch } from '../atomic.js';
 import type { Progress } from '../progress.js';
 import type { Resource, PackageResource } from '../../schema/declaration.js';
 import type { OwnedRecord, ResourceResult } from '../../schema/report.js';
@@ -58,19 +59,21 @@ export interface ResourceContext extends HostContext {
 
 /**
  * What a pass has learnt about the machine and may reuse until it ends: the folders seen to be
- * real directories (node.ts), the user and group tables read (ownership.ts), and the folders
- * whose renames are made durable once at the end of the pass (atomic.ts).
+ * real directories (node.ts), the user and group tables read (ownership.ts), the files written
+ * to their temporary names and not yet renamed into place (`writes`, committed by the engine,
+ * see `staged`), and the folders whose renames are made durable once at the end of the pass (atomic.ts).
  */
 export interface PassCache {
   realDirs: Set<string>;
   realChains: Set<string>;
   idTables: Map<string, unknown>;
+  writes: WriteBatch;
   dirsToSync: Set<string>;
 }
 
 /** The caches of a new pass: empty. */
 export function newPass(): PassCache {
-  return { realDirs: new Set(), realChains: new Set(), idTables: new Map(), dirsToSync: new Set() };
+  return { realDirs: new Set(), realChains: new Set(), idTables: new Map(), writes: new WriteBatch(), dirsToSync: new Set() };
 }
 
 /** The context of one pass of the host given by `host`. */
@@ -116,6 +119,12 @@ export interface Handler<R extends Resource = Resource> {
   /** Undo an owned resource that is no longer declared: restore its prior state or delete it. Returns a note for the report. */
   remove(record: OwnedRecord, ctx: ResourceContext): Promise<string | undefined>;
 
+  /**
+   * True when `apply` only stages its change in `ctx.pass.writes` (a file written to its
+   * temporary name): the engine commits the batch (one sync for all of it, then the renames)
+   * before it reads any of them back, and before any step that is not staged.
+   */
+  staged?: boolean;
   /** What `r` needs before it: the ids of the resources it names, each with the field that names it. Pre-flight checks the accounts and orders the pass by them. */
   needs?(r: R): Need[];
   /** Before the intent of a change of `r` is recorded: throw to refuse the change (the line fails, nothing changes). */

@@ -14,6 +14,8 @@ type NodeResource = FileResource | DirectoryResource | SymlinkResource;
 interface NodeParts<R extends NodeResource> {
   /** Whether `read` includes a file's content (to compare it). */
   withContent: boolean;
+  /** Whether `apply` stages its write (Handler.staged). */
+  staged?: boolean;
   /** What `r` should be, as in "absent, should be a file". */
   should(r: R): string;
   /** The differences once the node is there and of the declared kind. */
@@ -28,6 +30,7 @@ interface NodeParts<R extends NodeResource> {
 export function nodeHandler<R extends NodeResource>(kind: NodeState['kind'], parts: NodeParts<R>): Handler<R> {
   return {
     ...(parts.needs ? { needs: parts.needs } : {}),
+    ...(parts.staged ? { staged: true } : {}),
     async read(r, ctx) {
       return readNode(ctx, r.path, parts.withContent);
     },

@@ -39,7 +39,7 @@ export class Store {
     private readonly journal: Journal,
     /** The epoch of the snapshot on disk, kept here so that nothing done to `data` can change which lines follow it. */
     private epoch: number,
-    /** The crash test's points (after-change, after-drop; mid-write of the snapshot). */
+    /** The crash test's points (after-change, after-drop, before-save; mid-write of the snapshot). */
     private readonly faults: Faults,
   ) {}
 
@@ -71,6 +71,7 @@ export class Store {
 
   /** Write the store durably, folding the journal into a new snapshot. */
   save(): void {
+    if (this.faults.due('before-save')) crashNow();
     this.epoch += 1;
     writeSnapshot(this.path, { ...this.data, owned: this.data.owned.map((r) => sealRecord(r, this.path)), epoch: this.epoch }, this.faults);
     this.journal.clear();

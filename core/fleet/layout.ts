@@ -6,7 +6,7 @@
  * (a node's report branch is reports/<node>); a node holds no groups or nodes.
  */
 import type { Problem } from '../errors.js';
-import { NODE_NAME } from '../../schema/fleet.js';
+import { NODE_NAME } from '../../schema/node-name.js';
 
 /** The folders of one fleet commit (a git tree, a checkout, or files in memory). */
 export interface FolderReader {
