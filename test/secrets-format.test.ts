@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { renderDeclaration } from '../core/declaration/render.js';
 import { placeOfDir } from '../core/fleet/layout.js';
-import { decryptWith, encryptTo, newIdentity } from '../core/secrets/age.js';
+import { decryptWith, encryptTo, newIdentity, quietX25519 } from '../core/secrets/age.js';
 import { nodeSecrets } from '../core/secrets/levels.js';
 import { placeholderOf } from '../core/secrets/placeholder.js';
 import { cannotRead, sameRecipients, wantedRecipients } from '../core/secrets/recipients.js';
@@ -124,5 +124,22 @@ describe('age blocks and masking', () => {
     const text = `pw=${v} b64=${Buffer.from(v).toString('base64')} hex=${Buffer.from(v).toString('hex')} HEX=${Buffer.from(v).toString('hex').toUpperCase()}`;
     expect(masked(text, [v])).toBe('pw=[secret masked] b64=[secret masked] hex=[secret masked] HEX=[secret masked]');
     expect(masked(text, undefined)).toBe(text);
+  });
+});
+
+describe("Node's warning about its X25519", () => {
+  it('is dropped (Node 20.19, Debian 13, calls it experimental at its first use); any other warning still comes through', async () => {
+    const seen: string[] = [];
+    const onWarning = (w: Error) => seen.push(w.message);
+    process.on('warning', onWarning);
+    try {
+      quietX25519();
+      process.emitWarning('The X25519 Web Crypto API algorithm is an experimental feature and might change at any time', 'ExperimentalWarning');
+      process.emitWarning('mesh test: another warning', 'MeshTestWarning');
+      await new Promise((r) => setTimeout(r, 10)); // warnings are emitted on a later tick
+    } finally {
+      process.off('warning', onWarning);
+    }
+    expect(seen).toEqual(['mesh test: another warning']);
   });
 });
