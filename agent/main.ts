@@ -16,7 +16,7 @@ import type { HostContext, Loaders } from './resources/handler.js';
 import { HOST_VERSION } from '../core/version.js';
 
 // The environment, read once: the crash test's faults, the log level, the upgrade probation.
-const env = { fault: process.env.MESH_FAULT, logLevel: process.env.MESH_LOG_LEVEL ?? 'info', probation: process.env.MESH_HOST_PROBATION };
+const env = { fault: process.env.MESH_FAULT, progressAfterMs: Number(process.env.MESH_PROGRESS_AFTER_MS || 1000), logLevel: process.env.MESH_LOG_LEVEL ?? 'info', probation: process.env.MESH_HOST_PROBATION };
 
 // Each command is imported when it runs: a process starts often (every `apply`, every upgrade's
 // smoke run) and loading git, the logger and the report code it does not use is most of its start.
@@ -31,7 +31,7 @@ const load: Loaders = {
   secrets: async () => await import('./secrets/host.js'),
 };
 // A long pass shows progress on a terminal only (progress.ts); a journal or a pipe gets the summary.
-const progress = process.stderr.isTTY ? progressLines((line) => process.stderr.write(`${line}\n`)) : undefined;
+const progress = process.stderr.isTTY ? progressLines((line) => process.stderr.write(`${line}\n`), Date.now, env.progressAfterMs) : undefined;
 const context = (root: string): HostContext => ({ root, exec: processRunner(process.env), now: () => new Date(), faults: faultsFrom(env.fault), load, ...(progress ? { progress } : {}) });
 
 const program = new Command('mesh-host')

@@ -7,8 +7,8 @@
 /** Told after each step of a pass: how many of how many are done, and the last one's id. */
 export type Progress = (done: number, total: number, id: string) => void;
 
-/** A Progress that writes its lines with `write`, reading the time from `now` (ms). */
-export function progressLines(write: (line: string) => void, now: () => number = Date.now): Progress {
+/** A Progress that writes its lines with `write`, reading the time from `now` (ms), once the pass has run `afterMs`. */
+export function progressLines(write: (line: string) => void, now: () => number = Date.now, afterMs = 1000): Progress {
   let start: number | null = null;
   let lastAt = 0;
   let lastTenth = 0;
@@ -19,7 +19,7 @@ export function progressLines(write: (line: string) => void, now: () => number =
       lastAt = t;
       lastTenth = 0;
     }
-    if (t - start < 1000 || done === total) return;
+    if (t - start < afterMs || done === total) return;
     const tenth = Math.floor((done * 10) / total);
     if (t - lastAt < 1000 && tenth === lastTenth) return;
     lastAt = t;
