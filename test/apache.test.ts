@@ -11,7 +11,7 @@
  * reason, unless CI is set: there it fails (scripts/install-deps.sh installs it).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, type TestContext } from 'vitest';
@@ -66,8 +66,13 @@ async function fleetRepo(dir: string): Promise<string> {
   const bare = join(dir, 'git', 'fleet.git');
   mkdirSync(dirname(bare), { recursive: true });
   await git(dir, 'init', '--quiet', '--bare', '--initial-branch=main', bare);
+  // The hooks run as Apache's user (nobody when the test runs as root), who may not read the checkout
+  // (a clone under /root is 0700): they run a copy of mesh-cli in the folder handed to that user.
+  const cli = join(dir, 'bin', 'mesh-cli.mjs');
+  mkdirSync(dirname(cli), { recursive: true });
+  copyFileSync(MESH_CLI, cli);
   for (const hook of ['pre-receive', 'post-receive']) {
-    writeFileSync(join(bare, 'hooks', hook), `#!/bin/sh\nexec ${process.execPath} ${MESH_CLI} hook ${hook}\n`, { mode: 0o755 });
+    writeFileSync(join(bare, 'hooks', hook), `#!/bin/sh\nexec ${process.execPath} ${cli} hook ${hook}\n`, { mode: 0o755 });
   }
   await git(bare, 'config', 'mesh.operators', join(dir, 'operators.htpasswd'));
   await git(bare, 'config', 'mesh.htpasswd', join(dir, 'nodes.htpasswd'));

@@ -73,7 +73,7 @@ describe('mesh-cli hook pre-receive in a bare repository', () => {
       ['remote: mesh: push refused: mallory is neither an operator nor a node of this fleet'],
       ['remote: mesh: push refused: an anonymous user is neither an operator nor a node of this fleet'],
     ]);
-    await git(work, 'commit', '--quiet', '--amend', '-m', 'a heartbeat replaces the last');
+    await git(work, '-c', 'user.name=n', '-c', 'user.email=n@n', '-c', 'commit.gpgsign=false', 'commit', '--quiet', '--amend', '-m', 'a heartbeat replaces the last');
     expect((await pushAs('web-1', work, 'HEAD:refs/heads/reports/web-1')).code).toBe(0);
     expect(await git(bare, 'rev-parse', 'refs/heads/reports/web-1')).toBe(await git(work, 'rev-parse', 'HEAD'));
   });
