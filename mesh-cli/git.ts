@@ -55,12 +55,16 @@ export async function gitExecPath(): Promise<string> {
   return (await git(process.cwd(), ['--exec-path'])).trim();
 }
 
-/** An object read by `git cat-file --batch`: its id, type, size and content (empty with --batch-check). */
+/**
+ * An object read by `git cat-file --batch`: its id, type, size and content; a blob over the
+ * reader's `maxBlob` has no content (`oversized`): it was never held in memory.
+ */
 export interface BatchObject {
   oid: string;
   type: string;
   size: number;
   data: Buffer;
+  oversized?: true;
 }
 
 /** A running `git cat-file --batch`: each `read` writes its specs and resolves with their objects in order (null: missing). */
@@ -73,13 +77,15 @@ export interface CatFileBatch {
  * One `git cat-file --batch` for many reads (`args` go before `cat-file`, e.g. `--git-dir=…`):
  * its answers are parsed as they stream in, each read's objects handed back once all are in.
  * Objects written to the store after it started are found (git looks again for new packs).
- * With `check`, it is `--batch-check`: each object's id, type and size, never its content.
+ * A blob larger than `maxBlob` bytes is passed over as it streams by, never kept whole.
  */
-export function catFileBatch(dir: string, args: string[] = [], check = false): CatFileBatch {
-  const child = spawnGit(dir, [...args, 'cat-file', check ? '--batch-check' : '--batch']);
+export function catFileBatch(dir: string, args: string[] = [], { maxBlob = Infinity }: { maxBlob?: number } = {}): CatFileBatch {
+  const child = spawnGit(dir, [...args, 'cat-file', '--batch']);
   const queue: Array<{ left: number; out: Array<BatchObject | null>; resolve: (o: Array<BatchObject | null>) => void; reject: (e: Error) => void }> = [];
   const err: Buffer[] = [];
   let buf: Buffer = Buffer.alloc(0);
+  /** Bytes of an oversized blob (and its newline) still to pass over. */
+  let skip = 0;
   let failed: Error | null = null;
   const fail = (e: Error) => {
     failed ??= e;
@@ -91,6 +97,12 @@ export function catFileBatch(dir: string, args: string[] = [], check = false): C
     if (--head.left === 0) head.resolve(queue.shift()!.out);
   };
   child.stdout.on('data', (chunk: Buffer) => {
+    if (skip >= chunk.length) {
+      skip -= chunk.length;
+      return;
+    }
+    chunk = chunk.subarray(skip);
+    skip = 0;
     buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
     let at = 0;
     while (queue.length > 0) {
@@ -103,12 +115,14 @@ export function catFileBatch(dir: string, args: string[] = [], check = false): C
         take(null);
         continue;
       }
-      if (check) {
-        at = eol + 1;
-        take({ oid: oid!, type: type!, size: Number(size), data: Buffer.alloc(0) });
+      const end = eol + 1 + Number(size);
+      if (type === 'blob' && Number(size) > maxBlob) {
+        take({ oid: oid!, type, size: Number(size), data: Buffer.alloc(0), oversized: true });
+        skip = Math.max(0, end + 1 - buf.length);
+        at = Math.min(end + 1, buf.length);
+        if (skip > 0) break;
         continue;
       }
-      const end = eol + 1 + Number(size);
       if (end + 1 > buf.length) break;
       take({ oid: oid!, type: type!, size: Number(size), data: buf.subarray(eol + 1, end) });
       at = end + 1;

@@ -13,8 +13,8 @@
  * but this file: it is emptied when it holds too many packs (it is a cache; what is lost is only
  * the commits a later fetch could name as haves).
  *
- * A report file is read only when it is at most MAX_REPORT_FILE bytes (its size is asked first,
- * with `git cat-file --batch-check`): a larger one is never read into memory, and is handed on as
+ * A report file is read only when it is at most MAX_REPORT_FILE bytes (git.ts passes over a
+ * larger blob as it streams by): a larger one is never held in memory, and is handed on as
  * a short text saying so (core/report/verify.ts oversizedText), which shows the report as invalid
  * with that reason. A node's branch on `mesh-cli serve` cannot hold one; another server might.
  */
@@ -61,8 +61,8 @@ export async function openRemote(dir: string, paths: { store: string; config: st
   const config = `[include]\n\tpath = ${paths.config}\n[core]\n\trepositoryformatversion = 1\n\tbare = true\n[extensions]\n\tobjectFormat = ${format}\n`;
   prepareStore(repo, config);
   let reader: CatFileBatch | null = null;
-  let sizer: CatFileBatch | null = null;
-  const read = (specs: string[]) => readCapped(specs, (s) => (reader ??= catFileBatch(dir, [`--git-dir=${repo}`])).read(s), (s) => (sizer ??= catFileBatch(dir, [`--git-dir=${repo}`], true)).read(s));
+  const read = (specs: string[]) => (reader ??= catFileBatch(dir, [`--git-dir=${repo}`], { maxBlob: MAX_REPORT_FILE })).read(specs);
+  const readReports = (commits: string[]) => readReportObjects(commits, read);
   const remoteGit = (gitDir: string, args: string[], input?: string) =>
     gitBytes(dir, [`--git-dir=${gitDir}`, '-c', 'gc.auto=0', '-c', 'maintenance.auto=false', ...args], input).catch((e: unknown) => { throw remoteError(e, where); });
 
@@ -71,7 +71,7 @@ export async function openRemote(dir: string, paths: { store: string; config: st
     const objects = new Map<string, GitObject>();
     let level = wants;
     for (let d = 0; d < deepen && level.length > 0; d++) {
-      for (const [oid, o] of toMap(await read(level.flatMap(reportSpecs)))) objects.set(oid, o);
+      for (const [oid, o] of await readReports(level)) objects.set(oid, o);
       if (d + 1 === deepen) break;
       level = [...new Set(level.flatMap((c) => (objects.get(c)?.type === 'commit' ? commitHeaders(objects.get(c)!.data)?.parents ?? [] : [])))].filter((c) => !objects.has(c));
     }
@@ -104,45 +104,61 @@ export async function openRemote(dir: string, paths: { store: string; config: st
           ...(deepen === undefined ? [] : [`--depth=${deepen}`]), ...had.map((h) => `--negotiation-tip=${h}`), '--stdin', name], wants.join('\n') + '\n');
         if (deepen !== undefined) return readDeep(wants, deepen);
         const commits = (await remoteGit(lane, ['rev-list', '--stdin'], [...wants, ...had.map((h) => `^${h}`)].join('\n') + '\n')).toString('latin1').split('\n').filter(Boolean);
-        return toMap(await read(commits.flatMap(reportSpecs)));
+        return readReports(commits);
       } finally {
         rmSync(lane, { recursive: true, force: true });
       }
     },
     readObjects: ({ wants, deepen }) => readDeep(wants, deepen),
     async close() {
-      await Promise.all([reader?.close(), sizer?.close()]);
+      await reader?.close();
     },
   };
 }
 
 /**
- * Read `specs`, a report file (a `commit:path` spec) only when its size is within MAX_REPORT_FILE;
- * one over it becomes a short text that says so, under the file's own id.
+ * Each of `commits` read with its tree, status.json and signature, by id: the commits, then their
+ * trees, then the two files (reading by id costs git half of what `commit:path` specs do, which
+ * make it parse each commit and tree once per path). A report file over MAX_REPORT_FILE is never
+ * held in memory: it becomes a short text that says so, under the file's own id.
  */
-async function readCapped(specs: string[], read: (specs: string[]) => Promise<Array<BatchObject | null>>, check: (specs: string[]) => Promise<Array<{ oid: string; size: number } | null>>): Promise<Array<BatchObject | null>> {
-  const files = specs.filter((s) => s.includes(':'));
-  const sizes = new Map(files.map((s, i) => [s, i]));
-  const checked = files.length ? await check(files) : [];
-  const over = (s: string) => { const c = sizes.has(s) ? checked[sizes.get(s)!] : null; return c && c.size > MAX_REPORT_FILE ? c : null; };
-  const got = await read(specs.filter((s) => !over(s)));
-  let at = 0;
-  return specs.map((s) => {
-    const big = over(s);
-    if (!big) return got[at++] ?? null;
-    const data = Buffer.from(oversizedText(s.slice(s.indexOf(':') + 1), big.size, MAX_REPORT_FILE));
-    return { oid: big.oid, type: 'blob', size: data.length, data };
+async function readReportObjects(commits: string[], read: (specs: string[]) => Promise<Array<BatchObject | null>>): Promise<Map<string, GitObject>> {
+  const objects = new Map<string, GitObject>();
+  const got = async (oids: string[], as: 'commit' | 'tree' | 'blob', names?: Map<string, string>) => {
+    for (const o of await read([...new Set(oids)])) {
+      if (!o || o.type !== as) continue;
+      const data = o.oversized ? Buffer.from(oversizedText(names?.get(o.oid) ?? 'a report file', o.size, MAX_REPORT_FILE)) : o.data;
+      objects.set(o.oid, { type: as, data });
+    }
+  };
+  await got(commits, 'commit');
+  const trees = commits.flatMap((c) => {
+    const commit = objects.get(c);
+    const tree = commit?.type === 'commit' ? commitHeaders(commit.data)?.tree : undefined;
+    return tree ? [tree] : [];
   });
+  await got(trees, 'tree');
+  const files = new Map<string, string>();
+  for (const tree of trees) {
+    const o = objects.get(tree);
+    if (o?.type === 'tree') for (const [name, oid] of reportFiles(o.data, tree.length / 2)) files.set(oid, name);
+  }
+  await got([...files.keys()], 'blob', files);
+  return objects;
 }
 
-/** What is read of a report commit: itself, its tree, status.json and its signature. */
-function reportSpecs(commit: string): string[] {
-  return [commit, `${commit}^{tree}`, `${commit}:${STATUS_FILE}`, `${commit}:${SIGNATURE_FILE}`];
-}
-
-function toMap(objects: Array<{ oid: string; type: string; data: Buffer } | null>): Map<string, GitObject> {
-  const out = new Map<string, GitObject>();
-  for (const o of objects) if (o) out.set(o.oid, { type: o.type as GitObject['type'], data: o.data });
+/** The entries of a report tree that are files named status.json or its signature: [name, blob id]. */
+function reportFiles(tree: Buffer, idBytes: number): Array<[string, string]> {
+  const out: Array<[string, string]> = [];
+  for (let at = 0; at < tree.length; ) {
+    const space = tree.indexOf(32, at);
+    const nul = tree.indexOf(0, at);
+    if (space < 0 || nul < 0) break;
+    const mode = tree.toString('latin1', at, space);
+    const name = tree.toString('utf8', space + 1, nul);
+    if ((name === STATUS_FILE || name === SIGNATURE_FILE) && mode !== '40000' && mode !== '160000') out.push([name, tree.toString('hex', nul + 1, nul + 1 + idBytes)]);
+    at = nul + 1 + idBytes;
+  }
   return out;
 }
 

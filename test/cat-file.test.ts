@@ -1,0 +1,56 @@
+/**
+ * mesh-cli's one long-running `git cat-file --batch` (mesh-cli/git.ts): objects come back in the
+ * order asked, a missing one as null, and a blob over the reader's cap is passed over as it
+ * streams by (no content kept) without losing its place in the stream.
+ */
+import { execFileSync } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import { catFileBatch } from '../mesh-cli/git.js';
+import { tempDirs } from './helpers/tmp.js';
+
+const tmp = tempDirs();
+
+function repoWith(blobs: Buffer[]): { dir: string; oids: string[] } {
+  const dir = tmp('mesh-catfile-');
+  execFileSync('git', ['init', '--quiet', '--bare', dir]);
+  const oids = blobs.map((b) => execFileSync('git', ['--git-dir', dir, 'hash-object', '-w', '--stdin'], { input: b }).toString().trim());
+  return { dir, oids };
+}
+
+describe('catFileBatch', () => {
+  it('passes over a blob larger than maxBlob and reads what follows it intact', async () => {
+    const small = Buffer.from('{"small":true}\n');
+    // Several pipe reads long, so that the pass-over spans chunk boundaries.
+    const big = Buffer.alloc(3 * 1024 * 1024 + 17, 'x');
+    const after = Buffer.from('after the big one');
+    const { dir, oids } = repoWith([small, big, after]);
+    const batch = catFileBatch(dir, [`--git-dir=${dir}`], { maxBlob: 1024 * 1024 });
+    try {
+      const [a, b, c, d] = await batch.read([oids[0]!, oids[1]!, '0'.repeat(40), oids[2]!]);
+      expect(a).toMatchObject({ oid: oids[0], type: 'blob', size: small.length });
+      expect(a!.data.equals(small)).toBe(true);
+      expect(b).toMatchObject({ oid: oids[1], type: 'blob', size: big.length, oversized: true });
+      expect(b!.data.length).toBe(0);
+      expect(c).toBeNull();
+      expect(d!.data.equals(after)).toBe(true);
+      // The stream stays in step for the next read.
+      const [again] = await batch.read([oids[2]!]);
+      expect(again!.data.equals(after)).toBe(true);
+    } finally {
+      await batch.close();
+    }
+  });
+
+  it('reads every blob whole without a cap', async () => {
+    const big = Buffer.alloc(2 * 1024 * 1024, 'y');
+    const { dir, oids } = repoWith([big]);
+    const batch = catFileBatch(dir, [`--git-dir=${dir}`]);
+    try {
+      const [b] = await batch.read(oids);
+      expect(b!.oversized).toBeUndefined();
+      expect(b!.data.equals(big)).toBe(true);
+    } finally {
+      await batch.close();
+    }
+  });
+});
