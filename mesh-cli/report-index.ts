@@ -105,11 +105,11 @@ async function refresh(fleet: Fleet, mainRef: string, network: (Network & { remo
   const before = await readIndex(files);
   lap('read');
   const vouched: VouchMemo = new Set(before.index.vouched);
-  // A fleet this big has most of its reports changed whenever status runs at heartbeat pace: start the threads now.
-  if (network && before.seen.size > 0) threads(before.seen.size, vouched);
   const listed = listing && (await listing);
   lap('ls-refs');
   const plan = planFetch(before.seen, listed?.tips ?? null);
+  // Start the threads as soon as reports are known to have changed: they are ready when the first fetch is read.
+  if (plan.fresh > 0) threads(plan.fresh, vouched);
   const fetched = listed ? fetch(listed.remote, plan.batches) : [];
   // git fetches while this thread parses the records and node.yaml.
   const known = before.records();
