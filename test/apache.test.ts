@@ -2,8 +2,10 @@
  * A fleet served by Debian's Apache httpd and `git http-backend`, with mesh's rules as git hooks
  * (`mesh-cli hook`), as docs/servers.md sets it up: basic auth from two password files (the
  * operators', kept by hand, and the nodes', written by the post-receive hook from the trusted
- * main), a real mesh-host enrolling and running a pass through it. A node's push to another
- * node's branch and to main is refused; revoke takes effect at Apache at the next push of main.
+ * main), a real mesh-host enrolling and running a pass through it. git http-backend runs through
+ * the CGI program `mesh-cli hook http-backend-script` prints, so a node sees main and its own
+ * report branch only. A node's push to another node's branch and to main is refused; revoke takes
+ * effect at Apache at the next push of main.
  *
  * Apache runs on a free 127.0.0.1 port with its own configuration in a temporary folder
  * (`apache2 -X -f CONF`, one process). Started as root it serves as `nobody` (Apache refuses to
@@ -53,7 +55,7 @@ function apacheConf(dir: string, port: number): string {
     ...modules.map((m) => `LoadModule ${m}_module ${MODULES}/mod_${m}.so`),
     ...(asRoot ? ['User nobody', 'Group nogroup'] : []),
     `SetEnv GIT_PROJECT_ROOT ${dir}/git`, 'SetEnv GIT_HTTP_EXPORT_ALL 1',
-    'ScriptAlias / /usr/lib/git-core/git-http-backend/',
+    `ScriptAlias / ${dir}/bin/mesh-git-http-backend/`,
     `<AuthnProviderAlias file operators>\n  AuthUserFile ${dir}/operators.htpasswd\n</AuthnProviderAlias>`,
     `<AuthnProviderAlias file nodes>\n  AuthUserFile ${dir}/nodes.htpasswd\n</AuthnProviderAlias>`,
     '<Location />\n  AuthType Basic\n  AuthName "mesh fleet"\n  AuthBasicProvider operators nodes\n  Require valid-user\n</Location>',
@@ -74,6 +76,9 @@ async function fleetRepo(dir: string): Promise<string> {
   for (const hook of ['pre-receive', 'post-receive']) {
     writeFileSync(join(bare, 'hooks', hook), `#!/bin/sh\nexec ${process.execPath} ${cli} hook ${hook}\n`, { mode: 0o755 });
   }
+  const backend = await runProgram(process.execPath, [MESH_CLI, 'hook', 'http-backend-script'], dir);
+  expect(backend.code, backend.stderr).toBe(0);
+  writeFileSync(join(dir, 'bin', 'mesh-git-http-backend'), backend.stdout, { mode: 0o755 });
   await git(bare, 'config', 'mesh.operators', join(dir, 'operators.htpasswd'));
   await git(bare, 'config', 'mesh.htpasswd', join(dir, 'nodes.htpasswd'));
   writeFileSync(join(dir, 'operators.htpasswd'), `operator:${shaCrypt(operatorSecret)}\n`);
@@ -175,6 +180,18 @@ describe('a fleet behind Apache httpd and git http-backend, with mesh-cli hook',
     expect(readdirSync(join(dir, 'git/fleet.git/mesh-enrolments'))).toEqual(['web-1.1']);
   });
 
+  it("a node sees main and its own report branch only; an operator sees every branch", async (ctx) => {
+    ready(ctx);
+    // Another node's branch, put there by the operator (who may push any branch).
+    const pushed = await operatorGit('push', 'origin', 'HEAD:refs/heads/reports/web-2');
+    expect(pushed.code, pushed.stderr).toBe(0);
+    const refsOf = (out: string) => out.split('\n').filter(Boolean).map((l) => l.split('\t')[1]).sort();
+    expect(refsOf((await operatorGit('ls-remote', 'origin')).stdout)).toEqual(['HEAD', 'refs/heads/main', 'refs/heads/reports/web-1', 'refs/heads/reports/web-2']);
+    const asNode = await runProgram('git', ['ls-remote', withCredential('web-1', credentialOf(web1).password)], dir, noPrompt);
+    expect(asNode.code, asNode.stderr).toBe(0);
+    expect(refsOf(asNode.stdout)).toEqual(['HEAD', 'refs/heads/main', 'refs/heads/reports/web-1']);
+  });
+
   it("the node's credential cannot push main or another node's report branch", async (ctx) => {
     ready(ctx);
     const work = join(dir, 'web-1-work');
@@ -187,6 +204,8 @@ describe('a fleet behind Apache httpd and git http-backend, with mesh-cli hook',
     const other = await runProgram('git', ['push', 'origin', 'HEAD:refs/heads/reports/web-2'], work, noPrompt);
     expect(other.code).not.toBe(0);
     expect(other.stderr).toContain('remote: mesh: node web-1 may push only refs/heads/reports/web-1, not refs/heads/reports/web-2');
+    // Hidden from this node, the branch is also one git itself refuses to update for it.
+    expect(other.stderr).toContain('HEAD -> reports/web-2 (deny updating a hidden ref)');
     expect((await operatorGit('ls-remote', 'origin')).stdout).toBe(before);
   });
 

@@ -12,6 +12,9 @@
  * main holds a token (a revoked node holds none). What the repository trusts is kept in
  * GIT_DIR/mesh-trust.json, the enrolments in GIT_DIR/mesh-enrolments (or `mesh.enrolments`).
  *
+ * `http-backend-script` prints the CGI program a web server runs in place of `git http-backend`
+ * (server/backend-script.ts): other nodes' report branches hidden from each node, as serve does.
+ *
  * post-receive writes the password file `git config mesh.htpasswd` names: every node's
  * credential hash (SHA-256-crypt) from the newest trusted main, so that revoke and re-enrolment
  * take effect at the web server in front of the repository.
@@ -25,7 +28,8 @@ import { MeshError } from '../../core/errors.js';
 import { reportRef, STATUS_FILE } from '../../core/report/branch.js';
 import { loadYaml } from '../../core/load.js';
 import { NODE_NAME, NodeIdentity } from '../../schema/fleet.js';
-import { catFileBatch, git } from '../git.js';
+import { catFileBatch, git, gitExecPath } from '../git.js';
+import { httpBackendScript } from '../server/backend-script.js';
 import { nodePlaces, readIdentity } from '../server/mesh-auth.js';
 import { TrustedMain } from '../server/trusted-main.js';
 
@@ -152,6 +156,8 @@ export function hookCommand(program: Command, env: NodeJS.ProcessEnv): void {
     .action(async () => refuse(await refusals(openRepo(env), env, parseUpdates(await readStdin()))));
   hook.command('update').description('the same for one ref, as git runs an update hook').argument('<ref>').argument('<old>').argument('<new>')
     .action(async (ref: string, old: string, next: string) => refuse(await refusals(openRepo(env), env, [{ old, new: next, ref }])));
+  hook.command('http-backend-script').description("print a CGI program that runs git http-backend hiding other nodes' report branches from each node, as serve does (install it where your web server runs git http-backend)")
+    .action(async () => void process.stdout.write(httpBackendScript(`${await gitExecPath()}/git-http-backend`)));
   hook.command('post-receive').description("when main moved (or run by hand, stdin empty): write the password file git config mesh.htpasswd names from the newest trusted main")
     .action(async () => {
       const repo = openRepo(env);
