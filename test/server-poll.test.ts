@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { SETTLE_MS } from '../mesh-cli/server/main-stamp.js';
+import { mainTipFromFiles, packedOid, SETTLE_MS } from '../mesh-cli/server/main-stamp.js';
 import { pktLine } from '../core/git/pkt-line.js';
 import { answerMainPoll } from '../mesh-cli/server/ls-refs.js';
 import { createFleet, git, hostCmd } from './helpers/fleet.js';
@@ -47,6 +47,29 @@ describe('answerMainPoll', () => {
     execFileSync('git', ['pack-refs', '--all'], { cwd: dir });
     expect(readFileSync(join(dir, 'packed-refs'), 'utf8')).toContain(' refs/heads/main\n');
     expect(answerMainPoll(poll, dir)).toEqual(gitAnswer(dir, poll));
+  });
+
+  it("finds main's line in packed-refs and nothing that only contains its name; a repacked main is seen", () => {
+    const oid = (c: string) => c.repeat(40);
+    const packed = (lines: string[]) => Buffer.from(['# pack-refs with: peeled fully-peeled sorted ', ...lines].join('\n'));
+    const lines = [`${oid('a')} refs/heads/main-old`, `${oid('b')} refs/heads/main`, `^${oid('c')}`, `${oid('d')} refs/heads/reports/refs/heads/main`];
+    expect(packedOid(packed(lines), 'refs/heads/main')).toBe(oid('b'));
+    expect(packedOid(packed([`${oid('e')} refs/heads/main`]), 'refs/heads/main')).toBe(oid('e')); // the last line, no newline
+    expect(packedOid(packed([`${oid('e')} refs/heads/main\r`, '']), 'refs/heads/main')).toBe(oid('e'));
+    expect(packedOid(packed([lines[0]!, lines[3]!, '']), 'refs/heads/main')).toBeNull();
+    expect(packedOid(Buffer.alloc(0), 'refs/heads/main')).toBeNull();
+
+    // Through the files, as if the packed-refs files had settled (their answer is then kept while their stamp holds).
+    const later = () => Date.now() + 2 * SETTLE_MS;
+    const dir = repo();
+    const first = commitTo(dir, 'refs/heads/main');
+    execFileSync('git', ['pack-refs', '--all'], { cwd: dir });
+    expect(mainTipFromFiles(dir, later())).toEqual({ ref: 'refs/heads/main', oid: first });
+    expect(mainTipFromFiles(dir, later())).toEqual({ ref: 'refs/heads/main', oid: first });
+    const second = commitTo(dir, 'refs/heads/main');
+    execFileSync('git', ['pack-refs', '--all'], { cwd: dir }); // a new packed-refs, renamed into place
+    expect(mainTipFromFiles(dir, later())).toEqual({ ref: 'refs/heads/main', oid: second });
+    expect(mainTipFromFiles(dir)).toEqual({ ref: 'refs/heads/main', oid: second });
   });
 
   it('leaves to git every other request: other refs, more arguments, another command, a broken body', () => {
