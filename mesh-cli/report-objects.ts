@@ -8,6 +8,7 @@ import { sha256, type Link } from './chain.js';
 import type { GitObject } from './status/git-remote.js';
 import { isHeartbeatMessage, SIGNATURE_FILE, STATUS_FILE } from '../core/report/branch.js';
 import { commitHeaders } from '../core/git/commit.js';
+import { treeEntries } from '../core/git/tree.js';
 
 /** The report commit `oid` read from fetched objects: parent, heartbeat, status.json and its signature. */
 export function tipOf(objects: Map<string, GitObject>, oid: string): { commit: string; parent: string | null; heartbeat: boolean; status: Buffer | null; sig: Buffer | null } {
@@ -70,14 +71,9 @@ function treeFiles(objects: Map<string, GitObject>, oid: string): Map<string, Bu
   const files = new Map<string, Buffer>();
   const tree = objects.get(oid);
   if (tree?.type !== 'tree') return files;
-  const size = oid.length / 2;
-  for (let at = 0; at < tree.data.length; ) {
-    const nul = tree.data.indexOf(0, at);
-    if (nul < 0) break;
-    const name = tree.data.subarray(tree.data.indexOf(32, at) + 1, nul).toString('utf8');
-    const blob = objects.get(tree.data.subarray(nul + 1, nul + 1 + size).toString('hex'));
-    if (blob?.type === 'blob') files.set(name, blob.data);
-    at = nul + 1 + size;
+  for (const e of treeEntries(tree.data, oid.length / 2)) {
+    const blob = objects.get(e.oid);
+    if (blob?.type === 'blob') files.set(e.name, blob.data);
   }
   return files;
 }

@@ -1,10 +1,12 @@
 /**
  * mesh-cli's one long-running `git cat-file --batch` (mesh-cli/git.ts): objects come back in the
  * order asked, a missing one as null, and a blob over the reader's cap is passed over as it
- * streams by (no content kept) without losing its place in the stream.
+ * streams by (no content kept) without losing its place in the stream. And core/git/tree.ts
+ * reads a raw tree as `git ls-tree` lists it, under SHA-1 and SHA-256.
  */
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
+import { isFileMode, treeEntries } from '../core/git/tree.js';
 import { catFileBatch } from '../mesh-cli/git.js';
 import { tempDirs } from './helpers/tmp.js';
 
@@ -53,4 +55,28 @@ describe('catFileBatch', () => {
       await batch.close();
     }
   });
+});
+
+describe('treeEntries', () => {
+  for (const format of ['sha1', 'sha256']) {
+    it(`reads a raw ${format} tree as git ls-tree lists it`, () => {
+      const dir = tmp('mesh-tree-');
+      execFileSync('git', ['init', '--quiet', '--bare', `--object-format=${format}`, dir]);
+      const blob = execFileSync('git', ['--git-dir', dir, 'hash-object', '-w', '--stdin'], { input: 'x' }).toString().trim();
+      const sub = execFileSync('git', ['--git-dir', dir, 'mktree'], { input: `100644 blob ${blob}\tinner\n` }).toString().trim();
+      const listing = `100644 blob ${blob}\tstatus.json\n100755 blob ${blob}\trun me\n120000 blob ${blob}\tlink\n040000 tree ${sub}\tfolder\n`;
+      const tree = execFileSync('git', ['--git-dir', dir, 'mktree'], { input: listing }).toString().trim();
+      const raw = execFileSync('git', ['--git-dir', dir, 'cat-file', 'tree', tree]);
+      const entries = treeEntries(raw, tree.length / 2);
+      const listed = execFileSync('git', ['--git-dir', dir, 'ls-tree', tree]).toString().trim().split('\n').map((l) => {
+        const [meta, name] = l.split('\t');
+        const [mode, , oid] = meta!.split(' ');
+        return { mode: mode!.replace(/^0+/, ''), name: name!, oid: oid! };
+      });
+      expect(entries).toEqual(listed);
+      expect(entries.filter((e) => isFileMode(e.mode)).map((e) => e.name).sort()).toEqual(['link', 'run me', 'status.json']);
+      // A damaged tail is left out, not read past the end.
+      expect(treeEntries(raw.subarray(0, raw.length - 3), tree.length / 2)).toEqual(entries.slice(0, -1));
+    });
+  }
 });

@@ -13,6 +13,7 @@ import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, wr
 import { dirname, join } from 'node:path';
 import type { TreeReader } from '../../core/declaration/declaration.js';
 import { MeshError } from '../../core/errors.js';
+import { treeEntries } from '../../core/git/tree.js';
 import { checkTip, fleetTrust, type Ancestry, type TipSource } from '../../core/trust/check.js';
 import { TrustState } from '../../core/trust/state.js';
 import { catFileBatch, gitBytes, git, type CatFileBatch } from '../git.js';
@@ -99,25 +100,13 @@ function gitSource(dir: string, batch: () => CatFileBatch): TipSource {
 function treeOf(commit: string, object: (spec: string, type: string) => Promise<Buffer | null>): TreeReader {
   const entries = async (dir: string) => {
     const data = await object(`${commit}:${dir}`, 'tree');
-    return data === null ? null : treeEntries(data);
+    return data === null ? null : treeEntries(data, commit.length / 2).map((e) => ({ name: e.name, folder: e.mode === '40000' }));
   };
   return {
     list: async (dir) => (await entries(dir))?.filter((e) => !e.folder).map((e) => e.name) ?? null,
     folders: async (dir) => (await entries(dir))?.filter((e) => e.folder).map((e) => e.name) ?? [],
     read: async (path) => (await object(`${commit}:${path}`, 'blob'))?.toString('utf8') ?? null,
   };
-}
-
-/** The entries of a raw tree object: `mode name\0` and a 20-byte id each. */
-function treeEntries(data: Buffer): Array<{ name: string; folder: boolean }> {
-  const out: Array<{ name: string; folder: boolean }> = [];
-  for (let at = 0; at < data.length; ) {
-    const space = data.indexOf(32, at);
-    const nul = data.indexOf(0, space);
-    out.push({ folder: data.toString('latin1', at, space) === '40000', name: data.toString('utf8', space + 1, nul) });
-    at = nul + 21;
-  }
-  return out;
 }
 
 async function isAncestor(dir: string, ancestor: string, oid: string): Promise<Ancestry> {

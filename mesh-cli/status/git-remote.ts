@@ -23,6 +23,7 @@ import { join } from 'node:path';
 import { MeshError, messageOf } from '../../core/errors.js';
 import { SIGNATURE_FILE, STATUS_FILE } from '../../core/report/branch.js';
 import { commitHeaders } from '../../core/git/commit.js';
+import { isFileMode, treeEntries } from '../../core/git/tree.js';
 import { oversizedText } from '../../core/report/verify.js';
 import { catFileBatch, gitBytes, type BatchObject, type CatFileBatch } from '../git.js';
 import { MAX_REPORT_FILE } from '../server/hooks.js';
@@ -141,25 +142,11 @@ async function readReportObjects(commits: string[], read: (specs: string[]) => P
   const files = new Map<string, string>();
   for (const tree of trees) {
     const o = objects.get(tree);
-    if (o?.type === 'tree') for (const [name, oid] of reportFiles(o.data, tree.length / 2)) files.set(oid, name);
+    if (o?.type !== 'tree') continue;
+    for (const e of treeEntries(o.data, tree.length / 2)) if ((e.name === STATUS_FILE || e.name === SIGNATURE_FILE) && isFileMode(e.mode)) files.set(e.oid, e.name);
   }
   await got([...files.keys()], 'blob', files);
   return objects;
-}
-
-/** The entries of a report tree that are files named status.json or its signature: [name, blob id]. */
-function reportFiles(tree: Buffer, idBytes: number): Array<[string, string]> {
-  const out: Array<[string, string]> = [];
-  for (let at = 0; at < tree.length; ) {
-    const space = tree.indexOf(32, at);
-    const nul = tree.indexOf(0, at);
-    if (space < 0 || nul < 0) break;
-    const mode = tree.toString('latin1', at, space);
-    const name = tree.toString('utf8', space + 1, nul);
-    if ((name === STATUS_FILE || name === SIGNATURE_FILE) && mode !== '40000' && mode !== '160000') out.push([name, tree.toString('hex', nul + 1, nul + 1 + idBytes)]);
-    at = nul + 1 + idBytes;
-  }
-  return out;
 }
 
 /** The store's repository, made when missing and emptied when it holds more than MAX_PACKS packs. */
