@@ -69,8 +69,8 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
     if (closing) return plain(res, 503, 'the server is shutting down'); // close() waits only for children it saw
     // A host's poll of main is answered here, without starting git (ls-refs.ts); anything else goes to git.
     let body: NodeJS.ReadableStream = req;
-    const poll = pollBody(req, r.service, r.pathInfo);
-    if (poll) {
+    const small = smallUploadPack(req, r.service, r.pathInfo);
+    if (small === 'poll') {
       const bytes = await readBody(req);
       const answer = answerMainPoll(bytes, join(data, r.repo));
       if (answer) return void res.writeHead(200, GIT_RESULT).end(answer);
@@ -78,7 +78,7 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
     }
     // A fetch of main the same as one answered before is answered with that answer (fetch-cache.ts).
     let keep: { limit: number; settle: (answer: CachedAnswer | null) => void } | undefined;
-    if (fetchCache && fetchBody(req, r.service, r.pathInfo)) {
+    if (fetchCache && small === 'fetch') {
       const bytes = await readBody(req);
       const key = fetchCache.key(join(data, r.repo), bytes, req.headers['git-protocol'] as string | undefined);
       const earlier = key === null ? undefined : fetchCache.get(key);
@@ -155,18 +155,17 @@ interface Seen {
 /** The headers git http-backend gives an upload-pack result. */
 const GIT_RESULT = { 'Content-Type': 'application/x-git-upload-pack-result', 'Cache-Control': 'no-cache, max-age=0, must-revalidate', Pragma: 'no-cache', Expires: 'Fri, 01 Jan 1980 00:00:00 GMT' };
 
-/** Whether `req` may be a host's poll of main: a small protocol-v2 upload-pack POST, not compressed. */
-function pollBody(req: IncomingMessage, service: string, pathInfo: string): boolean {
+/**
+ * What a small upload-pack POST (not compressed, with its length given) may be, by the protocol
+ * it speaks: a host's poll of main (protocol v2, at most MAX_POLL_BODY bytes, ls-refs.ts) or a
+ * fetch to answer from the fetch cache (v0/v1, at most MAX_FETCH_BODY bytes); null for anything else.
+ */
+function smallUploadPack(req: IncomingMessage, service: string, pathInfo: string): 'poll' | 'fetch' | null {
   const length = Number(req.headers['content-length']);
-  return service === 'upload-pack' && pathInfo.endsWith('/git-upload-pack') && /(^|:)version=2(:|$)/.test(String(req.headers['git-protocol'] ?? '')) &&
-    req.headers['content-encoding'] === undefined && Number.isInteger(length) && length > 0 && length <= MAX_POLL_BODY;
-}
-
-/** Whether `req` may be a fetch to answer from the fetch cache: a small protocol v0/v1 upload-pack POST, not compressed. */
-function fetchBody(req: IncomingMessage, service: string, pathInfo: string): boolean {
-  const length = Number(req.headers['content-length']);
-  return service === 'upload-pack' && pathInfo.endsWith('/git-upload-pack') && !/(^|:)version=2(:|$)/.test(String(req.headers['git-protocol'] ?? '')) &&
-    req.headers['content-encoding'] === undefined && Number.isInteger(length) && length > 0 && length <= MAX_FETCH_BODY;
+  if (service !== 'upload-pack' || !pathInfo.endsWith('/git-upload-pack') || req.headers['content-encoding'] !== undefined || !Number.isInteger(length) || length <= 0) return null;
+  const v2 = /(^|:)version=2(:|$)/.test(String(req.headers['git-protocol'] ?? ''));
+  if (v2) return length <= MAX_POLL_BODY ? 'poll' : null;
+  return length <= MAX_FETCH_BODY ? 'fetch' : null;
 }
 
 async function readBody(req: IncomingMessage): Promise<Buffer> {
