@@ -111,8 +111,9 @@ class IdentityCache {
   private async parsedIdentity(parsed: Map<string, NodeIdentity | null>, dir: string, node: string, place: NodeYaml): Promise<NodeIdentity | null> {
     if (!parsed.has(place.blob)) {
       const text = await git(dir, ['cat-file', 'blob', place.blob]);
-      const loaded = text === null ? null : loadYaml(text, place.file, NodeIdentity);
-      parsed.set(place.blob, loaded?.ok ? loaded.value : null);
+      if (text === null) return null; // git failed: not kept beyond this commit of main, a later one asks again
+      const loaded = loadYaml(text, place.file, NodeIdentity);
+      parsed.set(place.blob, loaded.ok ? loaded.value : null);
     }
     const identity = parsed.get(place.blob) ?? null;
     return identity?.node === node ? identity : null;
