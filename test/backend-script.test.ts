@@ -63,6 +63,12 @@ describe('the http-backend CGI program', () => {
     expect(configFor(fleet, '').pairs).toEqual([ALTERNATES, 'uploadpack.hideRefs=refs/heads/reports/', 'receive.hideRefs=refs/heads/reports/']);
   });
 
+  it("refuses the dumb protocol's files, which would pass by the hidden refs", () => {
+    const { out } = configFor(fleet, 'web-1', '/fleet.git/objects/info/packs');
+    expect(out).toMatch(/^Status: 500 Internal Server Error\r\n/);
+    expect(out).not.toContain('GIT_CONFIG_COUNT');
+  });
+
   it('refuses to serve a repository that names no operators file, saying what to set', () => {
     const { out } = configFor(setup(null), 'alice');
     expect(out).toMatch(/^Status: 500 Internal Server Error\r\n/);

@@ -26,6 +26,8 @@ export function httpBackendScript(backend: string): string {
 # may update main and their own report branch (${REPORT_REFS}USER) only, as under
 # \`mesh-cli serve\`. Operators are the names in the file \`git config mesh.operators\` names.
 user=\${REMOTE_USER:-}
+# The repository: PATH_INFO less the smart protocol's endpoints (a dumb-protocol path, which would
+# pass by the hidden refs, names no repository and is refused below).
 path=\${PATH_INFO#/}
 for end in /info/refs /git-upload-pack /git-receive-pack /HEAD; do path=\${path%"$end"}; done
 repo="\${GIT_PROJECT_ROOT%/}/$path"
