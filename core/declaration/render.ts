@@ -21,6 +21,7 @@
 import { isScalar, type Node } from 'yaml';
 import type { Facts } from '../../schema/facts.js';
 import { DeclarationFile, RoleFile, type Include, type Resource } from '../../schema/declaration.js';
+import { fastDeclarationFile } from '../../schema/declaration-fast.js';
 import { resourceId } from '../../schema/resource-id.js';
 import type { Problem } from '../errors.js';
 import { levelsOf, NOT_DECLARATIONS, type NodePlace } from '../fleet/layout.js';
@@ -112,7 +113,7 @@ async function renderFile(pass: Pass, file: string, params: Record<string, unkno
   const text = known ?? (await pass.tree.read(file)) ?? '';
   const scope: TemplateScope = params === null ? pass.base : { ...pass.base, params };
   const reads: Reads[] = [];
-  const loaded = loadYaml(text, file, params === null ? DeclarationFile : RoleFile, (data, parsed) => renderFields(data, parsed, scope, reads, pass.warnings));
+  const loaded = loadYaml(text, file, params === null ? DeclarationFile : RoleFile, (data, parsed) => renderFields(data, parsed, scope, reads, pass.warnings), fastDeclarationFile);
   if (!loaded.ok) {
     pass.problems.push(...loaded.problems);
     return;
