@@ -245,7 +245,15 @@ function renderFields(data: unknown, parsed: Parsed, scope: TemplateScope, reads
       const fields = resource as Record<string, unknown>;
       const bodiesToo = fields.template === true;
       for (const body of BODIES) if (!bodiesToo && fields[body] !== undefined) warnLiteral(fields[body], parsed, ['resources', i, body], warnings);
-      return Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, k === 'type' || (BODIES.has(k) && !bodiesToo) ? v : render(v, ['resources', i, k], sink, BODIES.has(k))]));
+      // Copied only when a field renders to something else: most resources have no template at all.
+      let out: Record<string, unknown> | undefined;
+      for (const k of Object.keys(fields)) {
+        const v = fields[k];
+        if (k === 'type' || (BODIES.has(k) && !bodiesToo) || (typeof v === 'string' && !isTemplate(v))) continue;
+        const rendered = render(v, ['resources', i, k], sink, BODIES.has(k));
+        if (rendered !== v) (out ??= { ...fields })[k] = rendered;
+      }
+      return out ?? fields;
     });
   }
   return { data: top, problems };
