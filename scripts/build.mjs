@@ -49,8 +49,8 @@ const common = {
 // that says which library a stack frame is in). It is still one file.
 const VENDORED = ['isomorphic-git', 'isomorphic-git/http/node', 'pino', 'yaml', 'zod'];
 const VENDOR_PACKING = process.env.MESH_BUILD_VENDOR ?? 'brotli';
-const packed = (code) => (VENDOR_PACKING === 'plain' ? JSON.stringify(code) : JSON.stringify(brotliCompressSync(Buffer.from(code), { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 11, [zlibConstants.BROTLI_PARAM_SIZE_HINT]: code.length } }).toString('base64')));
-const unpack = VENDOR_PACKING === 'plain' ? '' : "code = require('node:zlib').brotliDecompressSync(Buffer.from(code, 'base64')).toString();";
+const packed = (code) => (VENDOR_PACKING === 'plain' ? JSON.stringify(code) : JSON.stringify('br:' + brotliCompressSync(Buffer.from(code), { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 11, [zlibConstants.BROTLI_PARAM_SIZE_HINT]: code.length } }).toString('base64')));
+const unpack = VENDOR_PACKING === 'plain' ? '' : "if (code.startsWith('br:')) code = require('node:zlib').brotliDecompressSync(Buffer.from(code.slice(3), 'base64')).toString();";
 const vendorBanner = `import { compileFunction as __meshCompile } from 'node:vm'; const __meshVendor = (name, code) => { ${unpack} const module = { exports: {} }; const file = new URL(import.meta.url).pathname; __meshCompile(code, ['exports', 'require', 'module', '__filename', '__dirname'], { filename: file + '#vendor/' + name })(module.exports, require, module, file, file.slice(0, file.lastIndexOf('/'))); return module.exports; };`;
 async function vendored() {
   const code = {};
