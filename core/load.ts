@@ -24,14 +24,14 @@ export interface Parsed {
 /** A step between parsing and the schema check (rendering templates): new data, or problems. */
 export type Prepare = (data: unknown, parsed: Parsed) => { data: unknown; problems: Problem[] };
 
-/** A quicker check of the data than the schema's, for the shapes most files have: the schema's own output, or undefined to ask the schema (which then gives the result, problems included). */
-export type FastCheck = (data: unknown) => unknown;
+/** Parse `text` (named `file` in messages), run `prepare` on the data if given, and check it against `schema`. Never throws on bad input. */
+export function loadYaml<S extends z.ZodType>(text: string, file: string, schema: S, prepare?: Prepare): Loaded<z.output<S>> {
+  const read = readYaml(text, file, prepare);
+  return read.ok ? checkYaml(read.data, read.parsed, schema) : read;
+}
 
-/**
- * Parse `text` (named `file` in messages), run `prepare` on the data if given, and check it against `schema`
- * (after `fast`, when given, did not answer). Never throws on bad input.
- */
-export function loadYaml<S extends z.ZodType>(text: string, file: string, schema: S, prepare?: Prepare, fast?: FastCheck): Loaded<z.output<S>> {
+/** The first half of loadYaml: `text` parsed (and prepared) to plain data, or its problems; `checkYaml` is the second. */
+export function readYaml(text: string, file: string, prepare?: Prepare): { ok: true; data: unknown; parsed: Parsed } | { ok: false; problems: Problem[] } {
   if (Buffer.byteLength(text) > MAX_FILE_BYTES) {
     return { ok: false, problems: [{ file, line: 1, col: 1, message: `file is larger than ${MAX_FILE_BYTES} bytes; split it` }] };
   }
@@ -71,13 +71,14 @@ export function loadYaml<S extends z.ZodType>(text: string, file: string, schema
     if (prepared.problems.length > 0) return { ok: false, problems: prepared.problems };
     data = prepared.data;
   }
-  if (fast) {
-    const checked = fast(data);
-    if (checked !== undefined) return { ok: true, value: checked as z.output<S> };
-  }
+  return { ok: true, data, parsed };
+}
+
+/** The second half of loadYaml: `data` read by readYaml checked against `schema`, each problem placed in the file. */
+export function checkYaml<S extends z.ZodType>(data: unknown, parsed: Parsed, schema: S): Loaded<z.output<S>> {
   const result = schema.safeParse(data);
   if (result.success) return { ok: true, value: result.data };
-  const problems = result.error.issues.flatMap((issue) => problemsOf(issue, parsed.doc, parsed.lines, file));
+  const problems = result.error.issues.flatMap((issue) => problemsOf(issue, parsed.doc, parsed.lines, parsed.file));
   return { ok: false, problems: problems.sort((a, b) => a.line - b.line || a.col - b.col) };
 }
 

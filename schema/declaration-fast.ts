@@ -3,9 +3,11 @@
  * of most declarations), without zod: it gives exactly what `DeclarationFile` (and `RoleFile`)
  * in declaration.ts give for such a file — new objects, keys in the schema's order — or
  * undefined whenever it is not sure the file is valid, and the schema then checks it and says
- * what is wrong. It imports nothing, so that a pass that needs only it does not load zod.
- * test/declaration-fast.test.ts holds it to the schema.
+ * what is wrong. It imports no schema, so that a pass that needs only it does not load zod.
+ * test/declaration-fast.test.ts holds it to the schema. `fastVarsFile` does the same for
+ * schema/vars.ts's `VarsFile`.
  */
+import { VAR_NAME } from './var-name.js';
 
 const FILE_KEYS = ['type', 'path', 'content', 'source', 'template', 'mode', 'owner', 'group', 'ensure'] as const;
 const DIRECTORY_KEYS = ['type', 'path', 'mode', 'owner', 'group', 'ensure'] as const;
@@ -30,6 +32,17 @@ export function fastDeclarationFile(data: unknown): { resources: unknown[] } | u
     out[i] = checked;
   }
   return { resources: out };
+}
+
+/** A vars.yaml's data checked as `VarsFile` checks it (every name a variable name), or undefined (ask the schema). */
+export function fastVarsFile(data: unknown): Record<string, unknown> | undefined {
+  if (!isPlain(data)) return undefined;
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(data)) {
+    if (key === '__proto__' || !VAR_NAME.test(key)) return undefined;
+    out[key] = data[key];
+  }
+  return out;
 }
 
 function file(r: Record<string, unknown>): Record<string, unknown> | undefined {

@@ -6,7 +6,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { DeclarationFile, RoleFile } from '../schema/declaration.js';
-import { fastDeclarationFile } from '../schema/declaration-fast.js';
+import { fastDeclarationFile, fastVarsFile } from '../schema/declaration-fast.js';
+import { VarsFile } from '../schema/vars.js';
 
 function random(seed: number): () => number {
   let a = seed;
@@ -70,5 +71,25 @@ describe('the quick declaration check', () => {
     expect(fastDeclarationFile({ resources: [{ type: 'service', name: 'nginx' }] })).toBeUndefined();
     expect(fastDeclarationFile({ include: ['roles/x.yaml'], resources: [] })).toBeUndefined();
     expect(fastDeclarationFile({ resources: [{ type: 'file', path: '/etc/a', content: 'x', source: 'y' }] })).toBeUndefined();
+  });
+
+  it('gives what VarsFile gives for a vars.yaml, whenever it answers', () => {
+    const rnd = random(7);
+    const names = ['port', 'Port_2', '_x', 'a', '2x', 'a-b', 'a.b', '', 'x y', '__proto__', 'constructor', 'toString', 'é'];
+    const values = [8080, 'x', null, true, [1, 2], { a: 1 }, '{{ x }}'];
+    let answered = 0;
+    for (let n = 0; n < 5000; n++) {
+      const data: Record<string, unknown> = {};
+      for (let k = Math.floor(rnd() * 4); k > 0; k--) Object.defineProperty(data, names[Math.floor(rnd() * names.length)]!, { value: values[Math.floor(rnd() * values.length)], enumerable: true, configurable: true, writable: true });
+      const input = rnd() < 0.03 ? [data] : data;
+      const fast = fastVarsFile(input);
+      if (fast === undefined) continue;
+      answered++;
+      const slow = VarsFile.safeParse(input);
+      expect(slow.success, JSON.stringify(input)).toBe(true);
+      expect(Object.keys(fast)).toStrictEqual(Object.keys(slow.data!));
+      expect(fast).toStrictEqual(slow.data);
+    }
+    expect(answered).toBeGreaterThan(1000);
   });
 });
