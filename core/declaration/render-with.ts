@@ -28,7 +28,7 @@ import { levelsOf, NOT_DECLARATIONS, type NodePlace } from '../fleet/layout.js';
 import { checkYaml, keyPositionIn, loadYaml, positionIn, readYaml, type Parsed } from '../load.js';
 import { digestOf, type Declaration, type FleetReader } from './declaration.js';
 import { placeOfScalar } from './place.js';
-import { isTemplate, renderTemplate, type ScopeName, type TemplateScope } from './template.js';
+import { isTemplate, renderTemplate, type PlaceOf, type ScopeName, type TemplateScope } from './template.js';
 import { varsWith, type LayeredVars } from './vars-levels.js';
 import type { LoadSchemas, Schemas } from './schemas.js';
 import { placeholders } from '../secrets/placeholder.js';
@@ -243,8 +243,12 @@ function renderFields(data: unknown, parsed: Parsed, scope: TemplateScope, reads
   const render = (value: unknown, path: (string | number)[], sink: Reads, body: boolean): unknown => {
     if (typeof value === 'string') {
       if (!isTemplate(value)) return value;
-      const node = parsed.doc.getIn(path, true) as Node | undefined;
-      const r = renderTemplate(value, scope, parsed.file, placeOfScalar(parsed.source, isScalar(node) ? node : undefined, parsed.lines));
+      // Placed only on an error: the document with positions is then built (readYaml's fast path has none).
+      const placeOf: PlaceOf = (line, col) => {
+        const node = parsed.doc.getIn(path, true) as Node | undefined;
+        return placeOfScalar(parsed.source, isScalar(node) ? node : undefined, parsed.lines)(line, col);
+      };
+      const r = renderTemplate(value, scope, parsed.file, placeOf);
       if (!r.ok) {
         problems.push(r.problem);
         return value;
