@@ -24,7 +24,8 @@ const env = { fault: process.env.MESH_FAULT, progressAfterMs: Number(process.env
 // schemas (not needed when a cached declaration answers), the store's and config's schemas, and
 // the host's self-upgrade (needed only when a pass changes the host's own package).
 const load: Loaders = {
-  parser: async () => (await import('../core/declaration/parse.js')).parseDeclaration,
+  // The schemas (zod) only when a declaration file needs more than the quick checks.
+  parser: async () => (await import('../core/declaration/parse.js')).parserWith(async () => (await import('../core/declaration/schemas.js')).schemas),
   storeChecks: async () => (await import('./store/checks.js')).storeChecks,
   readConfig: async () => (await import('./config.js')).readConfig,
   hostUpgrade: async () => (await import('./upgrade/upgrade.js')).hostUpgrade,

@@ -6,6 +6,7 @@
 import { isMap, isPair, isScalar, LineCounter, parseDocument, type Document, type Node } from 'yaml';
 import type * as z from 'zod';
 import { InvalidInputError, type Problem } from './errors.js';
+import { parsePlainYaml } from './yaml-plain.js';
 
 export type Loaded<T> = { ok: true; value: T } | { ok: false; problems: Problem[] };
 
@@ -25,40 +26,66 @@ export type Prepare = (data: unknown, parsed: Parsed) => { data: unknown; proble
 
 /** Parse `text` (named `file` in messages), run `prepare` on the data if given, and check it against `schema`. Never throws on bad input. */
 export function loadYaml<S extends z.ZodType>(text: string, file: string, schema: S, prepare?: Prepare): Loaded<z.output<S>> {
+  const read = readYaml(text, file, prepare);
+  return read.ok ? checkYaml(read.data, read.parsed, schema) : read;
+}
+
+/** The first half of loadYaml: `text` parsed (and prepared) to plain data, or its problems; `checkYaml` is the second. */
+export function readYaml(text: string, file: string, prepare?: Prepare): { ok: true; data: unknown; parsed: Parsed } | { ok: false; problems: Problem[] } {
   if (Buffer.byteLength(text) > MAX_FILE_BYTES) {
     return { ok: false, problems: [{ file, line: 1, col: 1, message: `file is larger than ${MAX_FILE_BYTES} bytes; split it` }] };
   }
-  const lines = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: lines, uniqueKeys: true, prettyErrors: false, strict: true });
-  // Bytes that are not UTF-8 reach here as U+FFFD: said at their place, never written on as replacement characters.
-  const broken = text.indexOf('\uFFFD');
-  if (broken >= 0) {
-    const at = lines.linePos(broken);
-    return { ok: false, problems: [{ file, line: at.line, col: at.col, message: `${file} is not UTF-8 text here (a byte that is not UTF-8, or U+FFFD): save it as UTF-8; mesh writes text files only, so binary content belongs in a package` }] };
-  }
-  const syntax = [...doc.errors, ...doc.warnings].map((e) => {
-    const at = lines.linePos(e.pos[0]);
-    const message = e.code === 'DUPLICATE_KEY' ? `duplicate key (${e.message.split('\n')[0]})` : e.message.split('\n')[0]!;
-    return { file, line: at.line, col: at.col, message };
-  });
-  if (syntax.length > 0) return { ok: false, problems: syntax };
-
+  // Most files take the fast path to plain data (yaml-plain.ts); the document, with its positions, is built only when something must be placed.
+  const plain = text.includes('\uFFFD') ? undefined : parsePlainYaml(text);
+  let parsed: Parsed;
   let data: unknown;
-  try {
-    data = doc.toJS({ maxAliasCount: 100 }) ?? {};
-  } catch (e) {
-    // Unresolved aliases and alias bombs surface only when the document is built.
-    return { ok: false, problems: [{ file, line: 1, col: 1, message: `cannot read the YAML: ${e instanceof Error ? e.message : String(e)}` }] };
+  if (plain !== undefined) {
+    let full: { doc: Document; lines: LineCounter } | undefined;
+    const document = () => (full ??= parse(text));
+    parsed = { file, source: text, get doc() { return document().doc; }, get lines() { return document().lines; } };
+    data = plain ?? {};
+  } else {
+    const { doc, lines } = parse(text);
+    parsed = { file, source: text, doc, lines };
+    // Bytes that are not UTF-8 reach here as U+FFFD: said at their place, never written on as replacement characters.
+    const broken = text.indexOf('\uFFFD');
+    if (broken >= 0) {
+      const at = lines.linePos(broken);
+      return { ok: false, problems: [{ file, line: at.line, col: at.col, message: `${file} is not UTF-8 text here (a byte that is not UTF-8, or U+FFFD): save it as UTF-8; mesh writes text files only, so binary content belongs in a package` }] };
+    }
+    const syntax = [...doc.errors, ...doc.warnings].map((e) => {
+      const at = lines.linePos(e.pos[0]);
+      const message = e.code === 'DUPLICATE_KEY' ? `duplicate key (${e.message.split('\n')[0]})` : e.message.split('\n')[0]!;
+      return { file, line: at.line, col: at.col, message };
+    });
+    if (syntax.length > 0) return { ok: false, problems: syntax };
+    try {
+      data = doc.toJS({ maxAliasCount: 100 }) ?? {};
+    } catch (e) {
+      // Unresolved aliases and alias bombs surface only when the document is built.
+      return { ok: false, problems: [{ file, line: 1, col: 1, message: `cannot read the YAML: ${e instanceof Error ? e.message : String(e)}` }] };
+    }
   }
   if (prepare) {
-    const prepared = prepare(data, { file, source: text, doc, lines });
+    const prepared = prepare(data, parsed);
     if (prepared.problems.length > 0) return { ok: false, problems: prepared.problems };
     data = prepared.data;
   }
+  return { ok: true, data, parsed };
+}
+
+/** The second half of loadYaml: `data` read by readYaml checked against `schema`, each problem placed in the file. */
+export function checkYaml<S extends z.ZodType>(data: unknown, parsed: Parsed, schema: S): Loaded<z.output<S>> {
   const result = schema.safeParse(data);
   if (result.success) return { ok: true, value: result.data };
-  const problems = result.error.issues.flatMap((issue) => problemsOf(issue, doc, lines, file));
+  const problems = result.error.issues.flatMap((issue) => problemsOf(issue, parsed.doc, parsed.lines, parsed.file));
   return { ok: false, problems: problems.sort((a, b) => a.line - b.line || a.col - b.col) };
+}
+
+function parse(text: string): { doc: Document; lines: LineCounter } {
+  const lines = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: lines, uniqueKeys: true, prettyErrors: false, strict: true });
+  return { doc, lines };
 }
 
 /** Like loadYaml, but throws an InvalidInputError naming `what`. */

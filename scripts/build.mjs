@@ -4,6 +4,7 @@
 import { build } from 'esbuild';
 import { builtinModules } from 'node:module';
 import { chmodSync, readFileSync, rmSync } from 'node:fs';
+import { brotliCompressSync, constants as zlibConstants } from 'node:zlib';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -47,7 +48,10 @@ const common = {
 // string, compiled the first time something requires it (vm.compileFunction, with a file name
 // that says which library a stack frame is in). It is still one file.
 const VENDORED = ['isomorphic-git', 'isomorphic-git/http/node', 'pino', 'yaml', 'zod'];
-const vendorBanner = `import { compileFunction as __meshCompile } from 'node:vm'; const __meshVendor = (name, code) => { const module = { exports: {} }; const file = new URL(import.meta.url).pathname; __meshCompile(code, ['exports', 'require', 'module', '__filename', '__dirname'], { filename: file + '#vendor/' + name })(module.exports, require, module, file, file.slice(0, file.lastIndexOf('/'))); return module.exports; };`;
+const VENDOR_PACKING = process.env.MESH_BUILD_VENDOR ?? 'brotli';
+const packed = (code) => (VENDOR_PACKING === 'plain' ? JSON.stringify(code) : JSON.stringify('br:' + brotliCompressSync(Buffer.from(code), { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 11, [zlibConstants.BROTLI_PARAM_SIZE_HINT]: code.length } }).toString('base64')));
+const unpack = VENDOR_PACKING === 'plain' ? '' : "if (code.startsWith('br:')) code = require('node:zlib').brotliDecompressSync(Buffer.from(code.slice(3), 'base64')).toString();";
+const vendorBanner = `import { compileFunction as __meshCompile } from 'node:vm'; const __meshVendor = (name, code) => { ${unpack} const module = { exports: {} }; const file = new URL(import.meta.url).pathname; __meshCompile(code, ['exports', 'require', 'module', '__filename', '__dirname'], { filename: file + '#vendor/' + name })(module.exports, require, module, file, file.slice(0, file.lastIndexOf('/'))); return module.exports; };`;
 async function vendored() {
   const code = {};
   for (const name of VENDORED) {
@@ -58,7 +62,7 @@ async function vendored() {
     name: 'vendored',
     setup(b) {
       b.onResolve({ filter: /^[a-z]/ }, (args) => (args.namespace !== 'vendored' && Object.hasOwn(code, args.path) ? { path: args.path, namespace: 'vendored' } : undefined));
-      b.onLoad({ filter: /.*/, namespace: 'vendored' }, (args) => ({ contents: `module.exports = __meshVendor(${JSON.stringify(args.path)}, ${JSON.stringify(code[args.path])});`, loader: 'js' }));
+      b.onLoad({ filter: /.*/, namespace: 'vendored' }, (args) => ({ contents: `module.exports = __meshVendor(${JSON.stringify(args.path)}, ${packed(code[args.path])});`, loader: 'js' }));
     },
   };
 }

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { withDeclarationCache } from '../agent/declaration-cache.js';
 import { loadDeclarationWith, type DeclarationResult, type TreeReader } from '../core/declaration/declaration.js';
-import { parseDeclaration } from '../core/declaration/parse.js';
+import { parseDeclaration } from '../core/declaration/load.js';
 import { placeOfDir } from '../core/fleet/layout.js';
 import { PLACEHOLDER_FACTS, type Facts } from '../schema/facts.js';
 import { fromFiles } from '../mesh-cli/tree.js';

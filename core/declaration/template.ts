@@ -29,7 +29,9 @@ export type PlaceOf = (line: number, col: number) => { line: number; col: number
 /** `secrets`: the names of the secrets it read, when it read any. */
 export type Rendered = { ok: true; text: string; reads: ScopeName[]; secrets?: string[] } | { ok: false; problem: Problem };
 
-const engine = new Liquid({
+/** The Liquid engine, made when a first template is rendered: building it costs ~15 ms, and most passes render none. */
+let built: Liquid | undefined;
+const engine = (): Liquid => (built ??= new Liquid({
   strictVariables: true,
   strictFilters: true,
   lenientIf: true,
@@ -40,7 +42,7 @@ const engine = new Liquid({
     }
     return value === undefined || value === null ? '' : String(value);
   },
-});
+}));
 
 /** Whether `text` holds any Liquid markup (`{{` or `{%`): only such text is rendered. */
 export function isTemplate(text: string): boolean {
@@ -50,9 +52,9 @@ export function isTemplate(text: string): boolean {
 /** Render `text` (from `file`, placed by `placeOf`) with `scope`; an error is one Problem at its place. */
 export function renderTemplate(source: string, scope: TemplateScope, file: string, placeOf: PlaceOf): Rendered {
   try {
-    const template = engine.parse(source);
-    const text = engine.renderSync(template, { ...scope }) as string;
-    const reads = engine.globalVariablesSync(template).filter((n): n is ScopeName => n in scope);
+    const template = engine().parse(source);
+    const text = engine().renderSync(template, { ...scope }) as string;
+    const reads = engine().globalVariablesSync(template).filter((n): n is ScopeName => n in scope);
     const secrets = reads.includes('secrets') ? secretNames(template) : [];
     return { ok: true, text, reads: [...new Set(reads)].sort(), ...(secrets.length > 0 ? { secrets } : {}) };
   } catch (e) {
@@ -61,8 +63,8 @@ export function renderTemplate(source: string, scope: TemplateScope, file: strin
 }
 
 /** The names of the secrets a template reads (`secrets.NAME`), found without rendering: every branch counts. */
-function secretNames(template: ReturnType<typeof engine.parse>): string[] {
-  const names = engine.globalVariableSegmentsSync(template).filter((s) => s[0] === 'secrets').map((s) => String(s[1] ?? '*'));
+function secretNames(template: ReturnType<Liquid['parse']>): string[] {
+  const names = engine().globalVariableSegmentsSync(template).filter((s) => s[0] === 'secrets').map((s) => String(s[1] ?? '*'));
   return [...new Set(names)].sort();
 }
 

@@ -1,82 +1,17 @@
 /**
- * A node's variables, from `nodes/vars.yaml` through each group's `vars.yaml` down to its own:
- * the closer level replaces the whole top-level key (no deep merge, lists never merged) and
- * `null` unsets it — the rule of Hiera's `first`, Helm and Ansible's default. Every value
- * remembers the file that set it and the files it replaced, for `mesh-cli vars --explain`.
+ * A node's variables (vars-levels.ts), with the schema's reader for the files the quick reader
+ * cannot tell (vars-file.ts): what mesh-cli and the tests use. The host's parser uses
+ * vars-levels.ts with a reader it loads only when it is needed.
  */
+import type { NodePlace } from '../fleet/layout.js';
 import type { Problem } from '../errors.js';
-import { levelsOf, type NodePlace } from '../fleet/layout.js';
-import { loadYaml } from '../load.js';
-import { VarsFile } from '../../schema/vars.js';
+import { readVars } from './vars-file.js';
+import { varsWith, type LayeredVars } from './vars-levels.js';
 
-/** One level's variables as read from its file. */
-export interface VarsLevel {
-  file: string;
-  values: Record<string, unknown>;
-}
-
-/** Where a variable's value came from. */
-export interface VarOrigin {
-  /** The file that set the value in force (or unset it, for an unset name). */
-  file: string;
-  /** Files further out whose value for the same name it replaced, outermost first. */
-  replaced: string[];
-}
-
-export interface LayeredVars {
-  /** The values templates see as `vars`. */
-  values: Record<string, unknown>;
-  /** For each name in `values`, where it was set. */
-  origins: Record<string, VarOrigin>;
-  /** Names a closer level unset with null, with where. */
-  unset: Record<string, VarOrigin>;
-}
-
-/** Read one `vars.yaml`: a map of variable names to values (an empty file is no variables). */
-export function readVars(text: string, file: string): { ok: true; level: VarsLevel } | { ok: false; problems: Problem[] } {
-  if (text.trim() === '') return { ok: true, level: { file, values: {} } };
-  const loaded = loadYaml(text, file, VarsFile);
-  if (!loaded.ok) {
-    const notMap = loaded.problems.find((p) => /expected record/.test(p.message));
-    return { ok: false, problems: notMap ? [{ ...notMap, message: 'vars.yaml must be a map of variable names to values, e.g. "port: 8080"' }] : loaded.problems };
-  }
-  return { ok: true, level: { file, values: loaded.value } };
-}
-
-/** The variables of a node whose levels are `levels`, outermost first. */
-export function layerVars(levels: VarsLevel[]): LayeredVars {
-  const values: Record<string, unknown> = Object.create(null);
-  const origins: Record<string, VarOrigin> = Object.create(null);
-  const unset: Record<string, VarOrigin> = Object.create(null);
-  for (const { file, values: level } of levels) {
-    for (const [name, value] of Object.entries(level)) {
-      const before = origins[name] ?? unset[name];
-      const replaced = before ? [...before.replaced, ...(name in origins ? [before.file] : [])] : [];
-      if (value === null) {
-        delete origins[name];
-        delete values[name];
-        unset[name] = { file, replaced };
-      } else {
-        delete unset[name];
-        values[name] = value; // a replaced name keeps its place: output follows the outermost file's order
-        origins[name] = { file, replaced };
-      }
-    }
-  }
-  return { values: { ...values }, origins: { ...origins }, unset: { ...unset } };
-}
+export { readVars } from './vars-file.js';
+export { layerVars, type LayeredVars, type VarOrigin, type VarsLevel } from './vars-levels.js';
 
 /** `place`'s variables read from `read` (a fleet commit or checkout): every level's vars.yaml that exists, layered. */
-export async function nodeVars(read: (path: string) => Promise<string | null>, place: NodePlace): Promise<{ vars: LayeredVars; files: string[]; problems: Problem[] }> {
-  const levels: VarsLevel[] = [];
-  const problems: Problem[] = [];
-  for (const level of levelsOf(place)) {
-    const file = `${level}/vars.yaml`;
-    const text = await read(file);
-    if (text === null) continue;
-    const loaded = readVars(text, file);
-    if (loaded.ok) levels.push(loaded.level);
-    else problems.push(...loaded.problems);
-  }
-  return { vars: layerVars(levels), files: levels.map((l) => l.file), problems };
+export function nodeVars(read: (path: string) => Promise<string | null>, place: NodePlace): Promise<{ vars: LayeredVars; files: string[]; problems: Problem[] }> {
+  return varsWith(read, place, async () => readVars);
 }
