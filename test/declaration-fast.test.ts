@@ -5,19 +5,12 @@
  * the usual valid files and directories.
  */
 import { describe, expect, it } from 'vitest';
+import { seededRandom } from './helpers/random.js';
 import { DeclarationFile, RoleFile } from '../schema/declaration.js';
 import { fastDeclarationFile, fastVarsFile } from '../schema/declaration-fast.js';
 import { VarsFile } from '../schema/vars.js';
 
-function random(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const random = seededRandom;
 
 const VALUES: Record<string, unknown[]> = {
   type: ['file', 'directory', 'symlink', 'package', 'File', '', 1, null],

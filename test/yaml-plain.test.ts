@@ -8,6 +8,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseDocument } from 'yaml';
 import { describe, expect, it } from 'vitest';
+import { seededRandom } from './helpers/random.js';
 import { parsePlainYaml } from '../core/yaml-plain.js';
 
 function slow(text: string): { ok: boolean; value?: unknown } {
@@ -20,16 +21,7 @@ function slow(text: string): { ok: boolean; value?: unknown } {
   }
 }
 
-/** A deterministic generator (mulberry32), so that a failure can be replayed. */
-function random(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const random = seededRandom;
 
 const SCALARS = [
   'x', 'file', '/etc/app.ini', 'file:/etc/x', 'a b', 'a  b', 'a #c', 'a#b', 'a: b', 'a:', 'a:b', '0644', '"0644"', "'0644'", '644', '0', '00', '1.5', '1e3', '-1', '+1', '.5', '0x1F', '0o7',
