@@ -11,6 +11,7 @@ import { checkedDir } from './dirs.js';
 import { MAX_ANSWER, MAX_FETCH_BODY, openFetchCache } from './fetch-cache.js';
 import { answerMainPoll, MAX_POLL_BODY } from './ls-refs.js';
 import { openPackCache } from './pack-cache.js';
+import { nodeAdverts } from './ref-advert.js';
 import type { CachedAnswer } from './fetch-cache.js';
 import { route } from './route.js';
 import { servePackageFile } from './static.js';
@@ -36,7 +37,7 @@ export interface GitServerOptions {
   log?: (msg: string, fields?: object) => void;
   /** Serve https with this certificate and key (PEM) instead of plain http. */
   tls?: { cert: Buffer; key: Buffer };
-  /** Keep the packs upload-pack makes, one per request (pack-cache.ts), and whole answers to fetches of main (fetch-cache.ts); default true. */
+  /** Keep the packs upload-pack makes, one per request (pack-cache.ts), whole answers to fetches of main (fetch-cache.ts), and answer nodes' ref advertisements from the ref files (ref-advert.ts); default true. */
   packCache?: boolean;
 }
 
@@ -45,6 +46,7 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
   const data = await checkedDir(opts.data, 'data');
   const packCache = opts.packCache === false ? { config: [], close: () => {} } : openPackCache(data);
   const fetchCache = opts.packCache === false ? undefined : openFetchCache();
+  const adverts = opts.packCache === false ? undefined : nodeAdverts();
   const packages = opts.packages === undefined ? undefined : await checkedDir(opts.packages, 'packages');
   const backend = await httpBackendPath();
   const authorize = opts.authorize ?? allowAll;
@@ -76,8 +78,19 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
       if (answer) return void res.writeHead(200, GIT_RESULT).end(answer);
       body = Readable.from([bytes]);
     }
-    // A fetch of main the same as one answered before is answered with that answer (fetch-cache.ts).
     let keep: { limit: number; settle: (answer: CachedAnswer | null) => void } | undefined;
+    // A node's ref advertisement before a fetch is built here when it can list only HEAD, main and its own branch (ref-advert.ts).
+    if (adverts && verdict.role === 'node' && r.service === 'upload-pack' && r.pathInfo.endsWith('/info/refs') && req.headers['git-protocol'] === undefined) {
+      const dir = join(data, r.repo);
+      const answer = adverts.answer(dir, verdict.user);
+      if (answer) {
+        seen.cached = true;
+        return void send(res, answer);
+      }
+      const settle = adverts.learn(dir, verdict.user);
+      if (settle) keep = { limit: MAX_ANSWER, settle };
+    }
+    // A fetch of main the same as one answered before is answered with that answer (fetch-cache.ts).
     if (fetchCache && small === 'fetch') {
       const bytes = await readBody(req);
       const key = fetchCache.key(join(data, r.repo), bytes, req.headers['git-protocol'] as string | undefined);
@@ -85,9 +98,7 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
       const answer = earlier && (await earlier);
       if (answer) {
         seen.cached = true;
-        res.statusCode = answer.status;
-        for (const [name, value] of answer.headers) res.appendHeader(name, value);
-        return void res.end(answer.body);
+        return void send(res, answer);
       }
       if (key !== null && earlier === undefined) keep = { limit: MAX_ANSWER, settle: fetchCache.pending(key) };
       body = Readable.from([bytes]);
@@ -166,6 +177,13 @@ function smallUploadPack(req: IncomingMessage, service: string, pathInfo: string
   const v2 = /(^|:)version=2(:|$)/.test(String(req.headers['git-protocol'] ?? ''));
   if (v2) return length <= MAX_POLL_BODY ? 'poll' : null;
   return length <= MAX_FETCH_BODY ? 'fetch' : null;
+}
+
+/** An answer kept or built in-process, sent as git gave it. */
+function send(res: ServerResponse, answer: CachedAnswer): void {
+  res.statusCode = answer.status;
+  for (const [name, value] of answer.headers) res.appendHeader(name, value);
+  res.end(answer.body);
 }
 
 async function readBody(req: IncomingMessage): Promise<Buffer> {

@@ -41,11 +41,8 @@ export function mainTipFromFiles(dir: string, now = Date.now()): { ref: string; 
     if (!plainRefFiles(dir)) return null;
     const ref = /^ref: (refs\/heads\/[^\s]+)\s*$/.exec(readFileSync(join(dir, 'HEAD'), 'utf8'))?.[1];
     if (ref === undefined) return null;
-    const loose = readIfAny(join(dir, ref));
-    if (loose.startsWith('ref:')) return null;
-    if (loose !== '') return OID.test(loose.trim()) ? { ref, oid: loose.trim() } : null;
-    const oid = packedRef(join(dir, 'packed-refs'), ref, now);
-    return oid === null || OID.test(oid) ? { ref, oid } : null;
+    const oid = refInFiles(dir, ref, now);
+    return oid === undefined ? null : { ref, oid };
   } catch {
     return null;
   }
@@ -53,25 +50,68 @@ export function mainTipFromFiles(dir: string, now = Date.now()): { ref: string; 
 
 const OID = /^[0-9a-f]{40}$|^[0-9a-f]{64}$/;
 
-/** The last packed-refs lookup of each file, reused while its stamp is unchanged and settled. */
-const packedSeen = new Map<string, { stamp: string; ref: string; oid: string | null }>();
+/** Each packed-refs file read whole (ref → id), kept while its stamp holds when it was read settled. */
+const packedSeen = new Map<string, { stamp: string; refs: Map<string, string> }>();
+
+/**
+ * Every ref in the packed-refs file at `path` → its id (empty when there is none), when the file
+ * is settled (older than SETTLE_MS; git replaces it by rename, as it does a ref file): read and
+ * parsed once, kept while its stamp holds. Undefined while it is not settled.
+ */
+function settledPackedRefs(path: string, now: number): Map<string, string> | undefined {
+  const file = stat(path);
+  if (file === null) return new Map();
+  const seen = packedSeen.get(path);
+  if (seen && seen.stamp === file.stamp) return seen.refs;
+  if (now - file.changedMs < SETTLE_MS) return undefined;
+  const refs = new Map<string, string>();
+  for (const line of readBytesIfAny(path).toString('latin1').split('\n')) {
+    const space = line.indexOf(' ');
+    if (space > 0 && line[0] !== '#' && line[0] !== '^') refs.set(line.slice(space + 1).replace(/\r$/, ''), line.slice(0, space));
+  }
+  packedSeen.set(path, { stamp: file.stamp, refs });
+  return refs;
+}
 
 /**
  * The id `ref` has in the packed-refs file at `path`, null when absent. At 10,000 report branches
  * the file is ~0.7 MB, read at every poll: decoding it to text and splitting it into lines cost
- * ~7 ms a poll, reading it ~0.9 ms. A lookup made when the file was older than SETTLE_MS is kept
- * while its stamp is unchanged (git replaces packed-refs by rename, as it does a ref file).
+ * ~7 ms a poll. A settled file is parsed once (settledPackedRefs); one that changed less than
+ * SETTLE_MS ago is searched for `ref`'s line without being decoded.
  */
 function packedRef(path: string, ref: string, now: number): string | null {
-  const file = stat(path);
-  if (file === null) return null;
-  const seen = packedSeen.get(path);
-  if (seen && seen.stamp === file.stamp && seen.ref === ref) return seen.oid;
-  const oid = packedOid(readBytesIfAny(path), ref);
-  // Kept only when read settled: a file replaced within the same clock tick may bring back the stamp of the one read.
-  if (now - file.changedMs >= SETTLE_MS) packedSeen.set(path, { stamp: file.stamp, ref, oid });
-  else packedSeen.delete(path);
-  return oid;
+  const settled = settledPackedRefs(path, now);
+  if (settled) return settled.get(ref) ?? null;
+  return packedOid(readBytesIfAny(path), ref);
+}
+
+/**
+ * The id of `ref` as its files say (its loose file, else packed-refs): null when it does not
+ * exist, undefined when git must be asked (refs that are not plain files, a symref, a damaged file).
+ */
+export function refFromFiles(dir: string, ref: string, now = Date.now()): string | null | undefined {
+  try {
+    return plainRefFiles(dir) ? refInFiles(dir, ref, now) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** refFromFiles in a repository whose refs are plain files (a symref or a damaged file: undefined). */
+function refInFiles(dir: string, ref: string, now: number): string | null | undefined {
+  const loose = readIfAny(join(dir, ref));
+  if (loose !== '') return OID.test(loose.trim()) ? loose.trim() : undefined;
+  const oid = packedRef(join(dir, 'packed-refs'), ref, now);
+  return oid === null || OID.test(oid) ? oid : undefined;
+}
+
+/** Every ref named in the repository's packed-refs when it is settled (undefined while it is not, or it cannot be read). */
+export function packedRefNames(dir: string, now = Date.now()): Iterable<string> | undefined {
+  try {
+    return settledPackedRefs(join(dir, 'packed-refs'), now)?.keys();
+  } catch {
+    return undefined;
+  }
 }
 
 /**
