@@ -10,7 +10,8 @@
  * What git says besides the refs (its capabilities, the answer's headers) is learned from git
  * itself: a repository's first node advertisement goes to git, and what it said is kept only
  * when the same bytes are rebuilt from the refs it listed. It is learned again when the
- * repository's config changes. Anything else goes to git as before: another ref a node could
+ * repository's config changes (a change to the system's or the user's git config is seen at
+ * serve's next start). Anything else goes to git as before: another ref a node could
  * see (a tag, another branch, a ref under its own branch's name), refs that are not plain files
  * or a packed-refs file rewritten in the last seconds, main not born yet, protocol v2.
  */
