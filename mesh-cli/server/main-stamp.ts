@@ -146,7 +146,7 @@ function plainRefFiles(dir: string): boolean {
 }
 
 /** A file's stamp and when it last changed (ctime: moved by every write and rename, and cannot be set back); null when it does not exist. */
-function stat(path: string): { stamp: string; changedMs: number } | null {
+export function stat(path: string): { stamp: string; changedMs: number } | null {
   try {
     const s = statSync(path, { bigint: true });
     return { stamp: `${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}`, changedMs: Number(s.ctimeMs) };

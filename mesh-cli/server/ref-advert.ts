@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import { pktLine, pktLines } from '../../core/git/pkt-line.js';
 import { REPORT_REFS, reportRef } from '../../core/report/branch.js';
 import type { CachedAnswer } from './fetch-cache.js';
-import { mainTipFromFiles, packedRefNames, refFromFiles } from './main-stamp.js';
+import { mainTipFromFiles, packedRefNames, refFromFiles, stat } from './main-stamp.js';
 
 const SERVICE = pktLine('# service=git-upload-pack\n') + '0000';
 
@@ -141,8 +141,7 @@ function isFolder(path: string): boolean {
 /** The repository's config file as a stamp (its capabilities follow from it), '' when it cannot be read. */
 function configStamp(dir: string): string {
   try {
-    const s = statSync(join(dir, 'config'), { bigint: true });
-    return `${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}`;
+    return stat(join(dir, 'config'))?.stamp ?? '';
   } catch {
     return '';
   }
