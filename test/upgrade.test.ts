@@ -169,7 +169,9 @@ describe('the host upgrades itself through its own declaration', () => {
     const crashes = events.slice(4, events.indexOf('failed exit-code'));
     expect(events.slice(0, 4)).toEqual(['start', 'exit 0', 'start', 'exit 0']);
     expect(crashes).toEqual(Array(crashes.length / 3).fill(['start', 'exit 1', 'failed exit-code, restarting']).flat());
-    expect(crashes.length).toBeGreaterThanOrEqual(4 * 3);
+    // The start limit counts every start in the window, the two before D's crashes too when they fall in it: on a fast
+    // machine three crashes fill it (as on a real one), on a slow one more; the exact count in the window is checked below.
+    expect(crashes.length).toBeGreaterThanOrEqual(3 * 3);
     expect(events.slice(4 + crashes.length)).toEqual(['failed exit-code', 'reset-failed', 'start']);
     const limitHit = supervisor.events.find((e) => e.unit === MAIN && e.result === 'exit-code')!.at;
     expect(supervisor.events.filter((e) => e.unit === MAIN && e.event === 'start' && e.at <= limitHit && limitHit - e.at < 12_000)).toHaveLength(5);
