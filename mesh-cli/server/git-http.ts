@@ -15,7 +15,8 @@ import { nodeAdverts } from './ref-advert.js';
 import type { CachedAnswer } from './fetch-cache.js';
 import { route } from './route.js';
 import { servePackageFile } from './static.js';
-import { decidePush } from './push-rules.js';
+import { decidePush, RESULT } from './push-rules.js';
+import { MAX_RECEIVE_BODY, reportReceiver } from './report-receive.js';
 import { gitExecPath } from '../git.js';
 
 export type { Authorizer, AuthRequest, AuthResult, Service } from './auth.js';
@@ -39,6 +40,8 @@ export interface GitServerOptions {
   tls?: { cert: Buffer; key: Buffer };
   /** Keep the packs upload-pack makes, one per request (pack-cache.ts), whole answers to fetches of main (fetch-cache.ts), and answer nodes' ref advertisements from the ref files (ref-advert.ts); default true. */
   packCache?: boolean;
+  /** Take a node's report push in-process when git would take it as it is (report-receive.ts); default true. */
+  receive?: boolean;
 }
 
 /** Serve every bare repository DATA/NAME.git at /NAME.git over smart HTTP through the real `git http-backend`. */
@@ -47,6 +50,7 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
   const packCache = opts.packCache === false ? { config: [], close: () => {} } : openPackCache(data);
   const fetchCache = opts.packCache === false ? undefined : openFetchCache();
   const adverts = opts.packCache === false ? undefined : nodeAdverts();
+  const receiver = opts.receive === false ? undefined : reportReceiver();
   const packages = opts.packages === undefined ? undefined : await checkedDir(opts.packages, 'packages');
   const backend = await httpBackendPath();
   const authorize = opts.authorize ?? allowAll;
@@ -105,10 +109,18 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
     }
     // A push's ref updates are decided here, by the rules every git server shares (core/access/rules.ts), before git starts.
     if (verdict.role && r.service === 'receive-pack' && r.pathInfo.endsWith('/git-receive-pack')) {
-      const push = await decidePush(req, { user: verdict.user, role: verdict.role }, join(data, r.repo));
+      // A node's small push is read whole: it may be taken here, without git (report-receive.ts).
+      const whole = receiver && verdict.role === 'node' && smallPush(req) ? await readBody(req) : undefined;
+      const dir = join(data, r.repo);
+      const push = await decidePush(req, { user: verdict.user, role: verdict.role }, dir, whole && Readable.from([whole]));
       if (push.answer) {
         for (const message of push.messages) log('push refused', { path: r.pathInfo, user: verdict.user, message });
         return void res.writeHead(push.answer.status, push.answer.headers).end(push.answer.body);
+      }
+      const taken = whole && (await receiver!.receive(dir, verdict.user, push.push, whole));
+      if (taken) {
+        seen.inProcess = true;
+        return void res.writeHead(200, RESULT).end(taken);
       }
       body = push.body;
     }
@@ -126,7 +138,7 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
     const seen: Seen = { user: null };
     res.on('close', () => log('request', {
       method: req.method, path: (req.url ?? '').split('?')[0], status: res.statusCode,
-      ms: Date.now() - started, user: seen.user, ...(seen.cached ? { cached: true } : {}), ...(res.writableFinished ? {} : { aborted: true }),
+      ms: Date.now() - started, user: seen.user, ...(seen.cached ? { cached: true } : {}), ...(seen.inProcess ? { inProcess: true } : {}), ...(res.writableFinished ? {} : { aborted: true }),
     }));
     handle(req, res, seen).catch((e: unknown) => {
       log('request failed', { path: req.url, message: messageOf(e) });
@@ -152,6 +164,7 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
     server.closeAllConnections();
     await closed;
     packCache.close();
+    await receiver?.close();
   };
   return { url: `${opts.tls ? 'https' : 'http'}://${host}:${port}/`, port, close: () => (closing ??= close()) };
 }
@@ -161,6 +174,8 @@ interface Seen {
   user: string | null;
   /** Answered from the fetch cache, without git. */
   cached?: boolean;
+  /** A push taken without git. */
+  inProcess?: boolean;
 }
 
 /** The headers git http-backend gives an upload-pack result. */
@@ -177,6 +192,12 @@ function smallUploadPack(req: IncomingMessage, service: string, pathInfo: string
   const v2 = /(^|:)version=2(:|$)/.test(String(req.headers['git-protocol'] ?? ''));
   if (v2) return length <= MAX_POLL_BODY ? 'poll' : null;
   return length <= MAX_FETCH_BODY ? 'fetch' : null;
+}
+
+/** Whether a receive-pack POST is small enough to be read whole (its length given, not compressed). */
+function smallPush(req: IncomingMessage): boolean {
+  const length = Number(req.headers['content-length']);
+  return req.headers['content-encoding'] === undefined && Number.isInteger(length) && length > 0 && length <= MAX_RECEIVE_BODY;
 }
 
 /** An answer kept or built in-process, sent as git gave it. */

@@ -5,7 +5,9 @@
  * push may update was decided before git started, in-process, by core/access/rules.ts
  * (push-rules.ts); this hook reads what a node's push holds, inside git's quarantine, as
  * refusedNodePush in core/access/rules.ts does for `mesh-cli hook` on other git servers (same
- * checks, same messages; test/hook.test.ts and test/server-trust.test.ts hold them to it).
+ * checks, same messages; test/hook.test.ts and test/server-trust.test.ts hold them to it). A
+ * host's usual report push that passes these checks never reaches git: report-receive.ts takes
+ * it; everything else, every refusal included, comes here.
  *
  * No file of a node's new report commits may be larger than MAX_REPORT_FILE, and an enrolment
  * report uses its token. The first enrolment of a (node, generation) is recorded in the data

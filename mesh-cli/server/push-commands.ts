@@ -16,6 +16,10 @@ export const MAX_COMMANDS = 1024 * 1024;
 export interface PushCommands {
   updates: RefUpdate[];
   capabilities: string[];
+  /** How many bytes the commands took, their flush included: the pack (or push options) follows. */
+  headLength: number;
+  /** Whether the client named shallow commits (a push from a shallow clone). */
+  shallow: boolean;
   body: Readable;
 }
 
@@ -42,19 +46,23 @@ export async function readPushCommands(stream: AsyncIterable<Buffer>): Promise<P
 }
 
 /** The commands in `buf` up to the first flush; 'more' when the flush is not in yet. */
-function parseCommands(buf: Buffer): { updates: RefUpdate[]; capabilities: string[] } | 'more' | 'broken' {
+function parseCommands(buf: Buffer): Omit<PushCommands, 'body'> | 'more' | 'broken' {
   const updates: RefUpdate[] = [];
   let capabilities: string[] = [];
+  let shallow = false;
   for (let at = 0; ; ) {
     if (at + 4 > buf.length) return 'more';
     const len = parseInt(buf.toString('latin1', at, at + 4), 16);
     if (!/^[0-9a-f]{4}$/.test(buf.toString('latin1', at, at + 4))) return 'broken';
-    if (len === 0) return { updates, capabilities }; // none at all: git's probe before a large push ("0000")
+    if (len === 0) return { updates, capabilities, headLength: at + 4, shallow }; // none at all: git's probe before a large push ("0000")
     if (len < 4) return 'broken';
     if (at + len > buf.length) return 'more';
     let line = buf.toString('utf8', at + 4, at + len).replace(/\n$/, '');
     at += len;
-    if (line.startsWith('shallow ')) continue;
+    if (line.startsWith('shallow ')) {
+      shallow = true;
+      continue;
+    }
     const nul = line.indexOf('\0');
     if (nul >= 0) {
       capabilities = line.slice(nul + 1).split(' ').filter(Boolean);
@@ -72,15 +80,30 @@ function parseCommands(buf: Buffer): { updates: RefUpdate[]; capabilities: strin
  * refuses the whole push), with its own reason when it has one.
  */
 export function refusalResult(updates: RefUpdate[], capabilities: string[], refused: Map<string, string>): Buffer {
-  const report = ['unpack ok\n', ...updates.map((u) => `ng ${u.ref} ${refused.get(u.ref) ?? 'another ref of this push was refused'}\n`)];
+  const report = updates.map((u) => `ng ${u.ref} ${refused.get(u.ref) ?? 'another ref of this push was refused'}`);
+  return receiveResult(report, capabilities, [...refused.values()].map((why) => `mesh: ${why}`));
+}
+
+/** receive-pack's answer to a push whose every ref was updated. */
+export function acceptedResult(updates: RefUpdate[], capabilities: string[]): Buffer {
+  return receiveResult(updates.map((u) => `ok ${u.ref}`), capabilities, []);
+}
+
+/**
+ * receive-pack's answer, framed as the client asked: `messages` on the side band's channel 2,
+ * then the report ("unpack ok" and a line per ref), in pkt-lines when it asked for report-status,
+ * on channel 1 when it asked for a side band.
+ */
+function receiveResult(refLines: string[], capabilities: string[], messages: string[]): Buffer {
+  const report = ['unpack ok\n', ...refLines.map((line) => `${line}\n`)];
   const reportStatus = capabilities.includes('report-status') || capabilities.includes('report-status-v2');
   const sideBand = capabilities.includes('side-band-64k') || capabilities.includes('side-band');
   const status = reportStatus ? report.map(pktLine).join('') + '0000' : '';
   if (!sideBand) return Buffer.from(status);
   const band = (channel: number, text: string) => pktLine(String.fromCharCode(channel) + text);
-  const messages = [...refused.values()].map((why) => band(2, `mesh: ${why}\n`)).join('');
+  const told = messages.map((message) => band(2, `${message}\n`)).join('');
   const max = capabilities.includes('side-band-64k') ? 65515 : 995;
   let data = '';
   for (let at = 0; at < status.length; at += max) data += band(1, status.slice(at, at + max));
-  return Buffer.from(messages + data + '0000');
+  return Buffer.from(told + data + '0000');
 }

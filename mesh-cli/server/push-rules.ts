@@ -10,23 +10,27 @@ import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import { pusherOf, refusedRef } from '../../core/access/rules.js';
-import { readPushCommands, refusalResult } from './push-commands.js';
+import { readPushCommands, refusalResult, type PushCommands } from './push-commands.js';
 
-const RESULT = { 'Content-Type': 'application/x-git-receive-pack-result', 'Cache-Control': 'no-cache, max-age=0, must-revalidate' };
+/** The headers of receive-pack's answer. */
+export const RESULT = { 'Content-Type': 'application/x-git-receive-pack-result', 'Cache-Control': 'no-cache, max-age=0, must-revalidate' };
 
 /** What to do with a push: answer it here (a refusal, or a request that is not a push git could read), or hand `body` to git. */
 export type PushDecision =
   | { answer: { status: number; headers: Record<string, string>; body: Buffer }; messages: string[]; body?: undefined }
-  | { answer?: undefined; body: Readable };
+  | { answer?: undefined; body: Readable; push: PushCommands };
 
-/** Decide the ref updates of the receive-pack request `req` by `who` in the bare repository `dir`. */
-export async function decidePush(req: IncomingMessage, who: { user: string; role: 'operator' | 'node' }, dir: string): Promise<PushDecision> {
+/**
+ * Decide the ref updates of the receive-pack request `req` by `who` in the bare repository `dir`;
+ * its body is read from `source` (the request itself unless the caller read it first).
+ */
+export async function decidePush(req: IncomingMessage, who: { user: string; role: 'operator' | 'node' }, dir: string, source: Readable = req): Promise<PushDecision> {
   // git's own client does not compress a push; another may: git is then given the body decoded.
   const gzip = req.headers['content-encoding'] === 'gzip';
   if (gzip) delete req.headers['content-encoding'];
-  const push = await readPushCommands(gzip ? req.pipe(createGunzip()) : req);
+  const push = await readPushCommands(gzip ? source.pipe(createGunzip()) : source);
   if (push === null) {
-    req.resume();
+    source.resume();
     const message = 'mesh: the push does not begin with ref updates git could read';
     return { answer: { status: 400, headers: { 'Content-Type': 'text/plain; charset=utf-8' }, body: Buffer.from(message + '\n') }, messages: [message] };
   }
@@ -37,7 +41,7 @@ export async function decidePush(req: IncomingMessage, who: { user: string; role
     const why = refusedRef(pusher, u, main);
     if (why) refused.set(u.ref, why.replace(/^mesh: /, ''));
   }
-  if (refused.size === 0) return { body: push.body };
+  if (refused.size === 0) return { body: push.body, push };
   push.body.resume(); // the pack is not wanted; read it to its end so the client hears the answer
   const body = refusalResult(push.updates, push.capabilities, refused);
   return { answer: { status: 200, headers: RESULT, body }, messages: [...refused.values()].map((m) => `mesh: ${m}`) };
