@@ -301,39 +301,39 @@ async function looseParents(dir: string, oid: string): Promise<string[] | null> 
   }
 }
 
-/** Write `objects` as loose objects of `dir` (those it has loose already are left), each synced, then their folders. */
+/** Write `objects` as loose objects of `dir` (those it has loose already are left), each synced, then their folders; the syncs of each step run at once. */
 async function writeObjects(dir: string, objects: Array<[string, PackObject]>): Promise<void> {
-  const folders = new Set<string>();
-  for (const [oid, object] of objects) {
+  const written = await Promise.all(objects.map(async ([oid, object]) => {
     const file = join(dir, 'objects', oid.slice(0, 2), oid.slice(2));
-    if (await exists(file)) continue;
+    if (await exists(file)) return null;
     const folder = dirname(file);
     await mkdir(folder, { recursive: true });
     const temporary = join(folder, `tmp_obj_${randomBytes(6).toString('hex')}`);
-    const handle = await open(temporary, 'wx', 0o444);
     try {
-      // core.looseCompression's default: 1, the fastest.
-      await handle.writeFile(deflateSync(Buffer.concat([Buffer.from(`${object.type} ${object.data.length}\0`), object.data]), { level: 1 }));
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-    try {
+      const handle = await open(temporary, 'wx', 0o444);
+      try {
+        // core.looseCompression's default: 1, the fastest.
+        await handle.writeFile(deflateSync(Buffer.concat([Buffer.from(`${object.type} ${object.data.length}\0`), object.data]), { level: 1 }));
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
       await rename(temporary, file);
     } catch (e) {
       await rm(temporary, { force: true });
       throw e;
     }
-    folders.add(folder);
-  }
-  for (const folder of folders) {
+    return folder;
+  }));
+  const folders = new Set(written.filter((f): f is string => f !== null));
+  await Promise.all([...folders].map(async (folder) => {
     const handle = await open(folder, 'r');
     try {
       await handle.sync();
     } finally {
       await handle.close();
     }
-  }
+  }));
 }
 
 async function exists(path: string): Promise<boolean> {
