@@ -3,7 +3,8 @@
 # apt-get, useradd, systemctl, openssl for the self-signed certificates of the https tests,
 # chromium-headless-shell for the test that renders the status page in a real browser;
 # debootstrap, systemd-nspawn and dpkg-repack for the system tests' Debian container; apache2 for
-# the test of a fleet behind Apache httpd, test/apache.test.ts), only
+# the tests of a fleet behind Apache httpd, test/apache.test.ts, and gitolite3 for the one behind
+# gitolite in its HTTP mode, test/gitolite.test.ts), only
 # those that are missing. Needs root (or sudo).
 set -euo pipefail
 declare -A provides=(
@@ -21,6 +22,7 @@ declare -A provides=(
   [dpkg-repack]=dpkg-repack
   [age]=age
   [apache2]=apache2
+  [gitolite]=gitolite3
 )
 missing=()
 for tool in "${!provides[@]}"; do

@@ -12,22 +12,17 @@
  * serve as root), so the folder is made theirs. Without apache2 the suite is skipped with its
  * reason, unless CI is set: there it fails (scripts/install-deps.sh installs it).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import type { ChildProcess } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, type TestContext } from 'vitest';
 import { parse } from 'yaml';
 import { shaCrypt } from '../core/access/sha-crypt.js';
+import { apacheConf, apacheMissing as missing, asRoot, freePort, handToNobody, startApache, stopApache } from './helpers/apache.js';
 import { cli, git, hostCmd, MESH_CLI, newMachine, runProgram, signingKey } from './helpers/fleet.js';
 import { tempDirs } from './helpers/tmp.js';
 
-const APACHE = '/usr/sbin/apache2';
-const MODULES = '/usr/lib/apache2/modules';
-const missing = existsSync(APACHE) ? null : `${APACHE} is not installed (apt-get install apache2, as scripts/install-deps.sh does)`;
 const tmp = tempDirs();
-const asRoot = process.getuid?.() === 0;
-const NOBODY = 65534;
 const noPrompt = { GIT_TERMINAL_PROMPT: '0' };
 
 let dir: string;
@@ -35,33 +30,8 @@ let url: string;
 let apache: ChildProcess | undefined;
 let checkout: string;
 const operatorSecret = 'operator-secret-for-the-test';
-/** The harness folder's mode, opened for `nobody` to pass through, put back after. */
-let parentMode: number | undefined;
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    }).on('error', reject);
-  });
-}
-
-/** The Apache configuration docs/servers.md describes, in the folder `dir`. */
-function apacheConf(dir: string, port: number): string {
-  const modules = ['mpm_prefork', 'authn_core', 'authn_file', 'auth_basic', 'authz_core', 'authz_user', 'alias', 'cgi', 'env'];
-  return [
-    `ServerRoot ${dir}`, `Listen 127.0.0.1:${port}`, 'ServerName 127.0.0.1', `PidFile ${dir}/httpd.pid`, `ErrorLog ${dir}/error.log`, 'LogLevel warn',
-    ...modules.map((m) => `LoadModule ${m}_module ${MODULES}/mod_${m}.so`),
-    ...(asRoot ? ['User nobody', 'Group nogroup'] : []),
-    `SetEnv GIT_PROJECT_ROOT ${dir}/git`, 'SetEnv GIT_HTTP_EXPORT_ALL 1',
-    `ScriptAlias / ${dir}/bin/mesh-git-http-backend/`,
-    `<AuthnProviderAlias file operators>\n  AuthUserFile ${dir}/operators.htpasswd\n</AuthnProviderAlias>`,
-    `<AuthnProviderAlias file nodes>\n  AuthUserFile ${dir}/nodes.htpasswd\n</AuthnProviderAlias>`,
-    '<Location />\n  AuthType Basic\n  AuthName "mesh fleet"\n  AuthBasicProvider operators nodes\n  Require valid-user\n</Location>',
-    '',
-  ].join('\n');
-}
+/** Puts back the harness folder's mode, opened for `nobody` to pass through. */
+let restoreParent: (() => void) | undefined;
 
 /** The bare repository with mesh's hooks, as docs/servers.md sets it up. */
 async function fleetRepo(dir: string): Promise<string> {
@@ -86,33 +56,6 @@ async function fleetRepo(dir: string): Promise<string> {
   return bare;
 }
 
-/** Make everything under `dir` nobody's, and let nobody pass through the folder above it. */
-function handToNobody(dir: string): void {
-  const chownAll = (path: string) => {
-    chownSync(path, NOBODY, NOBODY);
-    if (statSync(path).isDirectory()) for (const name of readdirSync(path)) chownAll(join(path, name));
-  };
-  chownAll(dir);
-  parentMode = statSync(dirname(dir)).mode & 0o7777;
-  chmodSync(dirname(dir), parentMode | 0o011);
-}
-
-async function startApache(conf: string): Promise<ChildProcess> {
-  const proc = spawn(APACHE, ['-X', '-f', conf], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let said = '';
-  proc.stderr!.on('data', (b: Buffer) => { said += b.toString(); });
-  for (let i = 0; i < 100; i++) {
-    if (proc.exitCode !== null) throw new Error(`apache2 exited with ${proc.exitCode}: ${said}`);
-    const r = await fetch(`${url}fleet.git/info/refs?service=git-upload-pack`).catch(() => null);
-    if (r) {
-      await r.arrayBuffer();
-      return proc;
-    }
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`apache2 did not answer: ${said}`);
-}
-
 const withCredential = (user: string, password: string) => `${url.replace('://', `://${user}:${encodeURIComponent(password)}@`)}fleet.git`;
 const credentialOf = (root: string) => JSON.parse(readFileSync(join(root, 'etc/mesh-host/credential.json'), 'utf8')) as { password: string };
 const operatorGit = (...args: string[]) => runProgram('git', args, checkout, noPrompt);
@@ -129,9 +72,11 @@ describe('a fleet behind Apache httpd and git http-backend, with mesh-cli hook',
     const port = await freePort();
     url = `http://127.0.0.1:${port}/`;
     await fleetRepo(dir);
-    writeFileSync(join(dir, 'httpd.conf'), apacheConf(dir, port));
-    if (asRoot) handToNobody(dir);
-    apache = await startApache(join(dir, 'httpd.conf'));
+    writeFileSync(join(dir, 'httpd.conf'), apacheConf(dir, port, '/', [
+      `SetEnv GIT_PROJECT_ROOT ${dir}/git`, 'SetEnv GIT_HTTP_EXPORT_ALL 1', `ScriptAlias / ${dir}/bin/mesh-git-http-backend/`,
+    ]));
+    if (asRoot) restoreParent = handToNobody(dir);
+    apache = await startApache(join(dir, 'httpd.conf'), `${url}fleet.git/info/refs?service=git-upload-pack`);
     checkout = join(dir, 'fleet');
     const init = await cli(dir, 'init', checkout, '--signing-key', signingKey(join(dir, 'operator_ed25519')), '--signer', 'op@example.org', '--remote', withCredential('operator', operatorSecret));
     expect(init.code, init.stderr).toBe(0);
@@ -146,12 +91,8 @@ describe('a fleet behind Apache httpd and git http-backend, with mesh-cli hook',
   }, 180_000);
 
   afterAll(async () => {
-    if (apache && apache.exitCode === null) {
-      const gone = new Promise((resolve) => apache!.once('exit', resolve));
-      apache.kill('SIGTERM');
-      await gone;
-    }
-    if (parentMode !== undefined) chmodSync(dirname(dir), parentMode);
+    await stopApache(apache);
+    restoreParent?.();
   });
 
   it('the post-receive hook wrote both node credentials from the trusted main', (ctx) => {
