@@ -34,7 +34,7 @@ import {
   damagedNote, DamagedIndex, indexFiles, readIndex, recordJson, reportsLine, writeIndex,
   type IndexFile, type IndexFiles, type NodeRecord, type ReportIndex, type TipRecord,
 } from './status/index-file.js';
-import { identityBlobs, judge, setVerdict } from './status/read-out.js';
+import { identityBlobs, judge, readNodeFiles, setVerdict, type NodeFiles } from './status/read-out.js';
 import { verifyPool, verifyStats, type Verdict, type VerifyJob, type VerifyPool } from './verify-pool.js';
 
 export type { ReportIndex, TipRecord } from './status/index-file.js';
@@ -59,8 +59,12 @@ const FETCHES = 2;
 export interface Network {
   mainBranch: string;
   fetchMain(): Promise<unknown>;
-  /** Called once `mainRef` holds origin's main (fetched, or found there already), while the reports are still being read. */
-  onMain?(): void;
+  /**
+   * Called once `mainRef` holds origin's main (fetched, or found there already), while the
+   * reports are still being read, with each node's node.yaml on it as the refresh reads them
+   * (status/read-out.ts readNodeFiles; null: the node's name is in two folders).
+   */
+  onMain?(places: Promise<Map<string, string | null>>): void;
 }
 
 /** Origin's report branches as status reads them, the fetched objects kept beside the index (status/git-remote.ts). */
@@ -115,7 +119,7 @@ async function refresh(fleet: Fleet, mainRef: string, network: (Network & { remo
   const known = before.records();
   for (const node of plan.removed) delete known[node];
   lap.mark('records read');
-  const { ids, listed: idsChanged } = await identityBlobs(listed?.nodeFiles ?? nodeFiles(fleet, mainRef), fleet, before.index, before.identities);
+  const { ids, listed: idsChanged } = await identityBlobs(listed?.nodeFiles ?? readNodeFiles(nodeFiles(fleet, mainRef)), fleet, before.index, before.identities);
   lap.mark('ids');
   const identities = before.index.identities;
   const submit = verifier((expected) => threads(Math.max(plan.fresh, expected), vouched), lap);
@@ -151,7 +155,7 @@ type Verdicts = Array<[node: string, blob: string, verdict: Verdict]>;
 interface Batch { tips: Array<[node: string, oid: string]>; deepen: number }
 
 /** Stage 1: origin's report tips (node → commit) and main, fetched when it moved; where node.yaml lies on main then. */
-async function list(fleet: Fleet, mainRef: string, network: Network & { remote: Promise<Remote> }): Promise<{ remote: Remote; tips: Map<string, string>; nodeFiles: Promise<string> }> {
+async function list(fleet: Fleet, mainRef: string, network: Network & { remote: Promise<Remote> }): Promise<{ remote: Remote; tips: Map<string, string>; nodeFiles: Promise<NodeFiles> }> {
   const mainThere = `refs/heads/${network.mainBranch}`;
   const mainHere = git(fleet.dir, ['rev-parse', '--verify', '--quiet', mainRef]).then((out) => out.trim(), () => '');
   const filesHere = nodeFiles(fleet, mainRef); // used unless origin's main moved
@@ -159,16 +163,17 @@ async function list(fleet: Fleet, mainRef: string, network: Network & { remote: 
   const refs = await remote.lsRefs([REPORT_REFS, mainThere]);
   const moved = refs.get(mainThere) !== (await mainHere);
   const mainFetched = moved ? network.fetchMain() : Promise.resolve();
-  if (network.onMain) mainFetched.then(network.onMain, () => undefined);
-  const files = moved ? mainFetched.then(() => nodeFiles(fleet, mainRef)) : filesHere;
+  const files = readNodeFiles(moved ? mainFetched.then(() => nodeFiles(fleet, mainRef)) : filesHere);
   files.catch(() => undefined); // awaited by identityBlobs
+  const onMain = network.onMain;
+  if (onMain) mainFetched.then(() => onMain(files.then((f) => f.places)), () => undefined);
   const tips = new Map([...refs].filter(([ref]) => ref.startsWith(REPORT_REFS)).map(([ref, oid]) => [ref.slice(REPORT_REFS.length), oid]));
   return { remote, tips, nodeFiles: files };
 }
 
-/** Where node.yaml lies on main as the checkout has it (`git ls-tree -r` of nodes/). */
+/** What lies under nodes/ on main as the checkout has it (`git ls-tree -r -z`, read by readNodeFiles). */
 function nodeFiles(fleet: Fleet, mainRef: string): Promise<string> {
-  return git(fleet.dir, ['ls-tree', '-r', mainRef, '--', 'nodes/']).catch(() => '');
+  return git(fleet.dir, ['ls-tree', '-r', '-z', mainRef, '--', 'nodes/']).catch(() => '');
 }
 
 /**

@@ -169,6 +169,22 @@ export function recordJson({ tip: { report: _report, ...tip }, ...record }: Node
   return JSON.stringify({ ...record, tip });
 }
 
+/**
+ * The index's second line: each node's record without its report (as recordJson writes one), in
+ * one JSON.stringify (a call per record took ~2.5× as long at 10,000 nodes): the reports are set
+ * aside while it runs (JSON leaves a field out whose value is undefined) and put back.
+ */
+function recordsLine(nodes: Record<string, NodeRecord>): string {
+  const tips = Object.values(nodes).map((r) => r.tip);
+  const reports = tips.map((tip) => tip.report);
+  try {
+    for (const tip of tips) (tip as { report: ReportView | null | undefined }).report = undefined;
+    return JSON.stringify({ nodes });
+  } finally {
+    for (const [i, tip] of tips.entries()) tip.report = reports[i]!;
+  }
+}
+
 /** The index's third line: node → report. */
 export function reportsLine(index: IndexFile): string {
   const reports: Record<string, ReportView | null> = {};
@@ -189,7 +205,6 @@ export function writeIndex(files: IndexFiles, index: IndexFile, opts: { identiti
   if (opts.identities) put(files.identities, JSON.stringify({ identities: index.identities }));
   const nodes = Object.keys(index.nodes);
   const tips = Object.fromEntries(nodes.map((node) => [node, index.nodes[node]!.tip.commit]));
-  const records = nodes.map((node) => `${JSON.stringify(node)}:${recordJson(index.nodes[node]!)}`);
-  const head = `${JSON.stringify({ format: index.format, vouched: index.vouched, tips })}\n{"nodes":{${records.join(',')}}}\n`;
+  const head = `${JSON.stringify({ format: index.format, vouched: index.vouched, tips })}\n${recordsLine(index.nodes)}\n`;
   put(files.index, typeof opts.reports === 'string' ? `${head}${opts.reports}\n` : Buffer.concat([Buffer.from(head), opts.reports, Buffer.from('\n')]));
 }
