@@ -123,7 +123,7 @@ async function refresh(fleet: Fleet, mainRef: string, network: (Network & { remo
   lap.mark('ids');
   const identities = before.index.identities;
   const submit = verifier((expected) => threads(Math.max(plan.fresh, expected), vouched), lap);
-  const read = await readFetched(plan.batches, fetched, { known, ids, identities, submit });
+  const read = await readFetched(plan.batches, fetched, { remote: listed?.remote ?? null, known, ids, identities, submit });
   lap('fetch+parse');
   const gaps = listed ? fetchGaps(listed.remote, read, known) : Promise.resolve(new Map<string, GitObject>());
   gaps.catch(() => undefined); // awaited by the chain stage
@@ -196,11 +196,11 @@ function planFetch(seen: Map<string, string>, tips: Map<string, string> | null):
   };
 }
 
-/** Stage 2: every batch fetched, FETCHES at a time, in order: each promise is one batch's objects. */
-function fetch(remote: Remote, batches: Batch[]): Array<Promise<Map<string, GitObject>>> {
+/** Stage 2: every batch fetched into the report store, FETCHES at a time, in order: each promise settles when its batch is there. */
+function fetch(remote: Remote, batches: Batch[]): Array<Promise<void>> {
   const slot = slots(FETCHES);
   return batches.map(({ tips, deepen }) => {
-    const got = slot(() => remote.fetchObjects({ wants: tips.map(([, oid]) => oid), deepen }));
+    const got = slot(() => remote.fetchTips({ wants: tips.map(([, oid]) => oid), deepen }));
     got.catch(() => undefined); // awaited in order by the read stage
     return got;
   });
@@ -235,36 +235,57 @@ interface ReadOut {
 }
 
 /**
- * Stage 3: each fetched batch, as it comes in, read into new records (status.json parsed once;
- * a report that needs no signature check gets its verdict here) and its signature checks handed
- * to the verify threads CHUNK at a time.
+ * Stage 3: each fetched batch, as it comes in, read out of the store CHUNK reports at a time (the
+ * next two chunks read by git while this thread reads one out, so that a chunk's objects are
+ * dropped before the next is read) into new records (status.json parsed once; a report that
+ * needs no signature check gets its verdict here), each chunk's signature checks handed to the
+ * verify threads.
  */
-async function readFetched(batches: Batch[], fetched: Array<Promise<Map<string, GitObject>>>, ctx: { known: Record<string, NodeRecord>; ids: Map<string, string>; identities: IndexFile['identities']; submit: Submit }): Promise<ReadOut> {
+async function readFetched(batches: Batch[], fetched: Array<Promise<void>>, ctx: { remote: Remote | null; known: Record<string, NodeRecord>; ids: Map<string, string>; identities: IndexFile['identities']; submit: Submit }): Promise<ReadOut> {
   const out: ReadOut = { records: new Map(), texts: new Map(), parents: new Map(), gapped: [], ms: 0 };
   for (const [i, { tips, deepen }] of batches.entries()) {
-    const got = await fetched[i]!;
-    const started = performance.now();
-    if (deepen > 1) for (const [oid, o] of got) out.parents.set(oid, o);
-    let jobs: Job[] = [];
-    for (const [node, oid] of tips) {
-      const prev = ctx.known[node];
-      const { status, sig, ...fetchedTip } = tipOf(got, oid);
-      const text = status?.toString('utf8') ?? null;
-      const parsed = text === null ? null : parseReport(node, text);
-      const report = parsed?.ok ? parsed.value : null;
-      const tip: TipRecord = { ...fetchedTip, link: text === null ? null : linkFromText(text, report), parentLink: null, identity: '\0', verdict: { signature: 'missing' }, report: report && reportView(report), chain: 'ok' };
-      out.records.set(node, { maxSequence: prev?.maxSequence ?? 0, forked: prev?.forked ?? [], tip });
-      // A parent that is neither the tip seen before nor (for a replaced heartbeat) its parent: what lies between is fetched for the chain.
-      if (prev && tip.parent !== null && tip.parent !== prev.tip.commit && !(prev.tip.heartbeat && tip.parent === prev.tip.parent)) out.gapped.push(node);
-      out.texts.set(node, { commit: oid, status, sig });
-      const job = judge(tip, node, { status, sig }, parsed, ctx.ids.get(node) ?? '', ctx.identities);
-      if (job) jobs.push(job);
-      if (jobs.length >= CHUNK) ctx.submit(jobs.splice(0));
+    await fetched[i]!;
+    const chunks: Array<Batch['tips']> = [];
+    for (let at = 0; at < tips.length; at += CHUNK) chunks.push(tips.slice(at, at + CHUNK));
+    const reads: Array<Promise<Map<string, GitObject>> | undefined> = [];
+    const readChunk = (c: number) => {
+      if (c >= chunks.length) return;
+      reads[c] = ctx.remote!.readObjects({ wants: chunks[c]!.map(([, oid]) => oid), deepen });
+      reads[c]!.catch(() => undefined); // awaited in order below
+    };
+    readChunk(0);
+    readChunk(1);
+    for (const [c, chunk] of chunks.entries()) {
+      const got = await reads[c]!;
+      reads[c] = undefined;
+      readChunk(c + 2);
+      const started = performance.now();
+      if (deepen > 1) for (const [oid, o] of got) out.parents.set(oid, o);
+      ctx.submit(readChunkOut(chunk, got, out, ctx));
+      out.ms += performance.now() - started;
     }
-    ctx.submit(jobs);
-    out.ms += performance.now() - started;
   }
   return out;
+}
+
+/** One chunk of reports read out of `got` into `out`: the jobs for the verify threads. */
+function readChunkOut(tips: Batch['tips'], got: Map<string, GitObject>, out: ReadOut, ctx: { known: Record<string, NodeRecord>; ids: Map<string, string>; identities: IndexFile['identities'] }): Job[] {
+  const jobs: Job[] = [];
+  for (const [node, oid] of tips) {
+    const prev = ctx.known[node];
+    const { status, sig, ...fetchedTip } = tipOf(got, oid);
+    const text = status?.toString('utf8') ?? null;
+    const parsed = text === null ? null : parseReport(node, text);
+    const report = parsed?.ok ? parsed.value : null;
+    const tip: TipRecord = { ...fetchedTip, link: text === null ? null : linkFromText(text, report), parentLink: null, identity: '\0', verdict: { signature: 'missing' }, report: report && reportView(report), chain: 'ok' };
+    out.records.set(node, { maxSequence: prev?.maxSequence ?? 0, forked: prev?.forked ?? [], tip });
+    // A parent that is neither the tip seen before nor (for a replaced heartbeat) its parent: what lies between is fetched for the chain.
+    if (prev && tip.parent !== null && tip.parent !== prev.tip.commit && !(prev.tip.heartbeat && tip.parent === prev.tip.parent)) out.gapped.push(node);
+    out.texts.set(node, { commit: oid, status, sig });
+    const job = judge(tip, node, { status, sig }, parsed, ctx.ids.get(node) ?? '', ctx.identities);
+    if (job) jobs.push(job);
+  }
+  return jobs;
 }
 
 /**

@@ -39,6 +39,8 @@ export interface Remote {
    * its tree, status.json and signature, by oid.
    */
   fetchObjects(opts: { wants: string[]; haves?: string[]; deepen?: number }): Promise<Map<string, GitObject>>;
+  /** The fetch alone, `deepen` commits deep from each of `wants`, into the store: readObjects reads what it brought, in parts as the caller wants them. */
+  fetchTips(opts: { wants: string[]; deepen: number }): Promise<void>;
   /** The same read, of what the store already holds (nothing fetched): `deepen` commits from each of `wants`. */
   readObjects(opts: { wants: string[]; deepen: number }): Promise<Map<string, GitObject>>;
   close(): Promise<void>;
@@ -79,6 +81,28 @@ export async function openRemote(dir: string, paths: { store: string; config: st
     return objects;
   };
 
+  /**
+   * Fetch `wants` into the store in a throwaway git dir (`deepen` commits deep, or down to `had`,
+   * commits the store holds, marked shallow so that git does not walk past them); without
+   * `deepen`, the commits it brought (rev-list).
+   */
+  const fetchInto = async (wants: string[], had: string[], deepen: number | undefined): Promise<string[] | null> => {
+    const lane = mkdtempSync(join(paths.store, 'fetch-'));
+    try {
+      mkdirSync(join(lane, 'refs'));
+      writeFileSync(join(lane, 'HEAD'), 'ref: refs/heads/main\n');
+      writeFileSync(join(lane, 'config'), config);
+      symlinkSync(objects, join(lane, 'objects'));
+      if (had.length) writeFileSync(join(lane, 'shallow'), had.join('\n') + '\n');
+      await remoteGit(lane, ['fetch', '--quiet', '--no-write-fetch-head', '--no-tags', '--no-auto-maintenance', '--no-write-commit-graph', '--no-recurse-submodules',
+        ...(deepen === undefined ? [] : [`--depth=${deepen}`]), ...had.map((h) => `--negotiation-tip=${h}`), '--stdin', name], wants.join('\n') + '\n');
+      if (deepen !== undefined) return null;
+      return (await remoteGit(lane, ['rev-list', '--stdin'], [...wants, ...had.map((h) => `^${h}`)].join('\n') + '\n')).toString('latin1').split('\n').filter(Boolean);
+    } finally {
+      rmSync(lane, { recursive: true, force: true });
+    }
+  };
+
   return {
     async lsRefs(prefixes) {
       const out = (await remoteGit(repo, ['ls-remote', '--heads', name])).toString('utf8');
@@ -94,21 +118,11 @@ export async function openRemote(dir: string, paths: { store: string; config: st
       if (wants.length === 0) return new Map();
       // A have must be in the store, and is marked shallow, so that git does not walk past it.
       const had = haves.length ? (await read(haves)).flatMap((o) => (o?.type === 'commit' ? [o.oid] : [])) : [];
-      const lane = mkdtempSync(join(paths.store, 'fetch-'));
-      try {
-        mkdirSync(join(lane, 'refs'));
-        writeFileSync(join(lane, 'HEAD'), 'ref: refs/heads/main\n');
-        writeFileSync(join(lane, 'config'), config);
-        symlinkSync(objects, join(lane, 'objects'));
-        if (had.length) writeFileSync(join(lane, 'shallow'), had.join('\n') + '\n');
-        await remoteGit(lane, ['fetch', '--quiet', '--no-write-fetch-head', '--no-tags', '--no-auto-maintenance', '--no-write-commit-graph', '--no-recurse-submodules',
-          ...(deepen === undefined ? [] : [`--depth=${deepen}`]), ...had.map((h) => `--negotiation-tip=${h}`), '--stdin', name], wants.join('\n') + '\n');
-        if (deepen !== undefined) return readDeep(wants, deepen);
-        const commits = (await remoteGit(lane, ['rev-list', '--stdin'], [...wants, ...had.map((h) => `^${h}`)].join('\n') + '\n')).toString('latin1').split('\n').filter(Boolean);
-        return readReports(commits);
-      } finally {
-        rmSync(lane, { recursive: true, force: true });
-      }
+      const commits = await fetchInto(wants, had, deepen);
+      return deepen !== undefined ? readDeep(wants, deepen) : readReports(commits!);
+    },
+    async fetchTips({ wants, deepen }) {
+      if (wants.length > 0) await fetchInto(wants, [], deepen);
     },
     readObjects: ({ wants, deepen }) => readDeep(wants, deepen),
     async close() {
