@@ -104,7 +104,7 @@ type Threads = (expected: number, memo: VouchMemo) => VerifyPool;
 async function refresh(fleet: Fleet, mainRef: string, network: (Network & { remote: Promise<Remote> }) | null, threads: Threads): Promise<ReportIndex> {
   const lap = timer();
   const files = await indexFiles(fleet);
-  const listing = network && list(fleet, mainRef, network);
+  const listing = network && list(fleet, mainRef, network, files.nodes);
   listing?.catch(() => undefined); // awaited below, once the index's first line is read
   const before = await readIndex(files);
   lap('read');
@@ -119,7 +119,7 @@ async function refresh(fleet: Fleet, mainRef: string, network: (Network & { remo
   const known = before.records();
   for (const node of plan.removed) delete known[node];
   lap.mark('records read');
-  const { ids, listed: idsChanged } = await identityBlobs(listed?.nodeFiles ?? readNodeFiles(nodeFiles(fleet, mainRef)), fleet, before.index, before.identities);
+  const { ids, listed: idsChanged } = await identityBlobs(listed?.nodeFiles ?? readNodeFiles(nodeFiles(fleet, mainRef), files.nodes), fleet, before.index, before.identities);
   lap.mark('ids');
   const identities = before.index.identities;
   const submit = verifier((expected) => threads(Math.max(plan.fresh, expected), vouched), lap);
@@ -154,8 +154,8 @@ type Job = VerifyJob & { blob: string };
 type Verdicts = Array<[node: string, blob: string, verdict: Verdict]>;
 interface Batch { tips: Array<[node: string, oid: string]>; deepen: number }
 
-/** Stage 1: origin's report tips (node → commit) and main, fetched when it moved; where node.yaml lies on main then. */
-async function list(fleet: Fleet, mainRef: string, network: Network & { remote: Promise<Remote> }): Promise<{ remote: Remote; tips: Map<string, string>; nodeFiles: Promise<NodeFiles> }> {
+/** Stage 1: origin's report tips (node → commit) and main, fetched when it moved; where node.yaml lies on main then (`cache`: nodes.json, read-out.ts readNodeFiles). */
+async function list(fleet: Fleet, mainRef: string, network: Network & { remote: Promise<Remote> }, cache: string): Promise<{ remote: Remote; tips: Map<string, string>; nodeFiles: Promise<NodeFiles> }> {
   const mainThere = `refs/heads/${network.mainBranch}`;
   const mainHere = git(fleet.dir, ['rev-parse', '--verify', '--quiet', mainRef]).then((out) => out.trim(), () => '');
   const filesHere = nodeFiles(fleet, mainRef); // used unless origin's main moved
@@ -163,7 +163,7 @@ async function list(fleet: Fleet, mainRef: string, network: Network & { remote: 
   const refs = await remote.lsRefs([REPORT_REFS, mainThere]);
   const moved = refs.get(mainThere) !== (await mainHere);
   const mainFetched = moved ? network.fetchMain() : Promise.resolve();
-  const files = readNodeFiles(moved ? mainFetched.then(() => nodeFiles(fleet, mainRef)) : filesHere);
+  const files = readNodeFiles(moved ? mainFetched.then(() => nodeFiles(fleet, mainRef)) : filesHere, cache);
   files.catch(() => undefined); // awaited by identityBlobs
   const onMain = network.onMain;
   if (onMain) mainFetched.then(() => onMain(files.then((f) => f.places)), () => undefined);

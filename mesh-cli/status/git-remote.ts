@@ -54,11 +54,9 @@ const MAX_PACKS = 40;
  * repository, `config` the checkout's config file, `format` its object format (sha1, sha256).
  */
 export async function openRemote(dir: string, paths: { store: string; config: string }, name = 'origin'): Promise<Remote> {
-  const [url, format] = await Promise.all([
-    gitBytes(dir, ['remote', 'get-url', name]).then((b) => b.toString('utf8').trim(), () => ''),
-    gitBytes(dir, ['rev-parse', '--show-object-format']).then((b) => b.toString('utf8').trim(), () => 'sha1'),
-  ]);
-  const where = `remote '${name}' (${withoutCredential(url)})`;
+  const format = await gitBytes(dir, ['rev-parse', '--show-object-format']).then((b) => b.toString('utf8').trim(), () => 'sha1');
+  // The remote's URL is asked for only to say where a failure was (one git process less a run).
+  const where = async () => `remote '${name}' (${withoutCredential(await gitBytes(dir, ['remote', 'get-url', name]).then((b) => b.toString('utf8').trim(), () => ''))})`;
   const repo = join(paths.store, 'reports.git');
   const objects = join(repo, 'objects');
   const config = `[include]\n\tpath = ${paths.config}\n[core]\n\trepositoryformatversion = 1\n\tbare = true\n[extensions]\n\tobjectFormat = ${format}\n`;
@@ -67,7 +65,7 @@ export async function openRemote(dir: string, paths: { store: string; config: st
   const read = (specs: string[]) => (reader ??= catFileBatch(dir, [`--git-dir=${repo}`], { maxBlob: MAX_REPORT_FILE })).read(specs);
   const readReports = (commits: string[]) => readReportObjects(commits, read);
   const remoteGit = (gitDir: string, args: string[], input?: string) =>
-    gitBytes(dir, [`--git-dir=${gitDir}`, '-c', 'gc.auto=0', '-c', 'maintenance.auto=false', ...args], input).catch((e: unknown) => { throw remoteError(e, where); });
+    gitBytes(dir, [`--git-dir=${gitDir}`, '-c', 'gc.auto=0', '-c', 'maintenance.auto=false', ...args], input).catch(async (e: unknown) => { throw remoteError(e, await where()); });
 
   /** `deepen` commits from each of `wants`, one level of parents per read (most reads are of one level). */
   const readDeep = async (wants: string[], deepen: number) => {
