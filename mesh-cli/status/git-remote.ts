@@ -54,18 +54,26 @@ const MAX_PACKS = 40;
  * repository, `config` the checkout's config file, `format` its object format (sha1, sha256).
  */
 export async function openRemote(dir: string, paths: { store: string; config: string }, name = 'origin'): Promise<Remote> {
-  const format = await gitBytes(dir, ['rev-parse', '--show-object-format']).then((b) => b.toString('utf8').trim(), () => 'sha1');
   // The remote's URL is asked for only to say where a failure was (one git process less a run).
   const where = async () => `remote '${name}' (${withoutCredential(await gitBytes(dir, ['remote', 'get-url', name]).then((b) => b.toString('utf8').trim(), () => ''))})`;
   const repo = join(paths.store, 'reports.git');
   const objects = join(repo, 'objects');
-  const config = `[include]\n\tpath = ${paths.config}\n[core]\n\trepositoryformatversion = 1\n\tbare = true\n[extensions]\n\tobjectFormat = ${format}\n`;
-  prepareStore(repo, config);
+  // The store is made (or emptied) once the checkout's object format is known; listing origin's refs does not wait for it.
+  const storeConfig = gitBytes(dir, ['rev-parse', '--show-object-format']).then((b) => b.toString('utf8').trim(), () => 'sha1').then((format) => {
+    const config = `[include]\n\tpath = ${paths.config}\n[core]\n\trepositoryformatversion = 1\n\tbare = true\n[extensions]\n\tobjectFormat = ${format}\n`;
+    prepareStore(repo, config);
+    return config;
+  });
+  storeConfig.catch(() => undefined); // awaited by every read and fetch
   let reader: CatFileBatch | null = null;
-  const read = (specs: string[]) => (reader ??= catFileBatch(dir, [`--git-dir=${repo}`], { maxBlob: MAX_REPORT_FILE })).read(specs);
+  const read = async (specs: string[]) => {
+    await storeConfig;
+    return (reader ??= catFileBatch(dir, [`--git-dir=${repo}`], { maxBlob: MAX_REPORT_FILE })).read(specs);
+  };
   const readReports = (commits: string[]) => readReportObjects(commits, read);
-  const remoteGit = (gitDir: string, args: string[], input?: string) =>
-    gitBytes(dir, [`--git-dir=${gitDir}`, '-c', 'gc.auto=0', '-c', 'maintenance.auto=false', ...args], input).catch(async (e: unknown) => { throw remoteError(e, await where()); });
+  /** git in `gitDir` (the checkout's own when null), its failure said as a MeshError. */
+  const remoteGit = (gitDir: string | null, args: string[], input?: string) =>
+    gitBytes(dir, [...(gitDir ? [`--git-dir=${gitDir}`] : []), '-c', 'gc.auto=0', '-c', 'maintenance.auto=false', ...args], input).catch(async (e: unknown) => { throw remoteError(e, await where()); });
 
   /** `deepen` commits from each of `wants`, one level of parents per read (most reads are of one level). */
   const readDeep = async (wants: string[], deepen: number) => {
@@ -85,6 +93,7 @@ export async function openRemote(dir: string, paths: { store: string; config: st
    * `deepen`, the commits it brought (rev-list).
    */
   const fetchInto = async (wants: string[], had: string[], deepen: number | undefined): Promise<string[] | null> => {
+    const config = await storeConfig;
     const lane = mkdtempSync(join(paths.store, 'fetch-'));
     try {
       mkdirSync(join(lane, 'refs'));
@@ -103,7 +112,8 @@ export async function openRemote(dir: string, paths: { store: string; config: st
 
   return {
     async lsRefs(prefixes) {
-      const out = (await remoteGit(repo, ['ls-remote', '--heads', name])).toString('utf8');
+      // In the checkout: the store's configuration is the checkout's, included.
+      const out = (await remoteGit(null, ['ls-remote', '--heads', name])).toString('utf8');
       const refs = new Map<string, string>();
       for (const line of out.split('\n')) {
         const tab = line.indexOf('\t');
