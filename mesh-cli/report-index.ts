@@ -34,7 +34,7 @@ import {
   damagedNote, DamagedIndex, indexFiles, readIndex, recordJson, reportsLine, writeIndex,
   type IndexFile, type IndexFiles, type NodeRecord, type ReportIndex, type TipRecord,
 } from './status/index-file.js';
-import { identityBlobs, judge, setVerdict } from './status/read-out.js';
+import { identityBlobs, judge, readNodeFiles, setVerdict, type NodeFiles } from './status/read-out.js';
 import { verifyPool, verifyStats, type Verdict, type VerifyJob, type VerifyPool } from './verify-pool.js';
 
 export type { ReportIndex, TipRecord } from './status/index-file.js';
@@ -59,8 +59,12 @@ const FETCHES = 2;
 export interface Network {
   mainBranch: string;
   fetchMain(): Promise<unknown>;
-  /** Called once `mainRef` holds origin's main (fetched, or found there already), while the reports are still being read. */
-  onMain?(): void;
+  /**
+   * Called once `mainRef` holds origin's main (fetched, or found there already), while the
+   * reports are still being read, with each node's node.yaml on it as the refresh reads them
+   * (status/read-out.ts readNodeFiles; null: the node's name is in two folders).
+   */
+  onMain?(places: Promise<Map<string, string | null>>): void;
 }
 
 /** Origin's report branches as status reads them, the fetched objects kept beside the index (status/git-remote.ts). */
@@ -100,7 +104,7 @@ type Threads = (expected: number, memo: VouchMemo) => VerifyPool;
 async function refresh(fleet: Fleet, mainRef: string, network: (Network & { remote: Promise<Remote> }) | null, threads: Threads): Promise<ReportIndex> {
   const lap = timer();
   const files = await indexFiles(fleet);
-  const listing = network && list(fleet, mainRef, network);
+  const listing = network && list(fleet, mainRef, network, files.nodes);
   listing?.catch(() => undefined); // awaited below, once the index's first line is read
   const before = await readIndex(files);
   lap('read');
@@ -115,11 +119,11 @@ async function refresh(fleet: Fleet, mainRef: string, network: (Network & { remo
   const known = before.records();
   for (const node of plan.removed) delete known[node];
   lap.mark('records read');
-  const { ids, listed: idsChanged } = await identityBlobs(listed?.nodeFiles ?? nodeFiles(fleet, mainRef), fleet, before.index, before.identities);
+  const { ids, listed: idsChanged } = await identityBlobs(listed?.nodeFiles ?? readNodeFiles(nodeFiles(fleet, mainRef), files.nodes), fleet, before.index, before.identities);
   lap.mark('ids');
   const identities = before.index.identities;
   const submit = verifier((expected) => threads(Math.max(plan.fresh, expected), vouched), lap);
-  const read = await readFetched(plan.batches, fetched, { known, ids, identities, submit });
+  const read = await readFetched(plan.batches, fetched, { remote: listed?.remote ?? null, known, ids, identities, submit });
   lap('fetch+parse');
   const gaps = listed ? fetchGaps(listed.remote, read, known) : Promise.resolve(new Map<string, GitObject>());
   gaps.catch(() => undefined); // awaited by the chain stage
@@ -150,8 +154,8 @@ type Job = VerifyJob & { blob: string };
 type Verdicts = Array<[node: string, blob: string, verdict: Verdict]>;
 interface Batch { tips: Array<[node: string, oid: string]>; deepen: number }
 
-/** Stage 1: origin's report tips (node → commit) and main, fetched when it moved; where node.yaml lies on main then. */
-async function list(fleet: Fleet, mainRef: string, network: Network & { remote: Promise<Remote> }): Promise<{ remote: Remote; tips: Map<string, string>; nodeFiles: Promise<string> }> {
+/** Stage 1: origin's report tips (node → commit) and main, fetched when it moved; where node.yaml lies on main then (`cache`: nodes.json, read-out.ts readNodeFiles). */
+async function list(fleet: Fleet, mainRef: string, network: Network & { remote: Promise<Remote> }, cache: string): Promise<{ remote: Remote; tips: Map<string, string>; nodeFiles: Promise<NodeFiles> }> {
   const mainThere = `refs/heads/${network.mainBranch}`;
   const mainHere = git(fleet.dir, ['rev-parse', '--verify', '--quiet', mainRef]).then((out) => out.trim(), () => '');
   const filesHere = nodeFiles(fleet, mainRef); // used unless origin's main moved
@@ -159,16 +163,17 @@ async function list(fleet: Fleet, mainRef: string, network: Network & { remote: 
   const refs = await remote.lsRefs([REPORT_REFS, mainThere]);
   const moved = refs.get(mainThere) !== (await mainHere);
   const mainFetched = moved ? network.fetchMain() : Promise.resolve();
-  if (network.onMain) mainFetched.then(network.onMain, () => undefined);
-  const files = moved ? mainFetched.then(() => nodeFiles(fleet, mainRef)) : filesHere;
+  const files = readNodeFiles(moved ? mainFetched.then(() => nodeFiles(fleet, mainRef)) : filesHere, cache);
   files.catch(() => undefined); // awaited by identityBlobs
+  const onMain = network.onMain;
+  if (onMain) mainFetched.then(() => onMain(files.then((f) => f.places)), () => undefined);
   const tips = new Map([...refs].filter(([ref]) => ref.startsWith(REPORT_REFS)).map(([ref, oid]) => [ref.slice(REPORT_REFS.length), oid]));
   return { remote, tips, nodeFiles: files };
 }
 
-/** Where node.yaml lies on main as the checkout has it (`git ls-tree -r` of nodes/). */
+/** What lies under nodes/ on main as the checkout has it (`git ls-tree -r -z`, read by readNodeFiles). */
 function nodeFiles(fleet: Fleet, mainRef: string): Promise<string> {
-  return git(fleet.dir, ['ls-tree', '-r', mainRef, '--', 'nodes/']).catch(() => '');
+  return git(fleet.dir, ['ls-tree', '-r', '-z', mainRef, '--', 'nodes/']).catch(() => '');
 }
 
 /**
@@ -191,11 +196,11 @@ function planFetch(seen: Map<string, string>, tips: Map<string, string> | null):
   };
 }
 
-/** Stage 2: every batch fetched, FETCHES at a time, in order: each promise is one batch's objects. */
-function fetch(remote: Remote, batches: Batch[]): Array<Promise<Map<string, GitObject>>> {
+/** Stage 2: every batch fetched into the report store, FETCHES at a time, in order: each promise settles when its batch is there. */
+function fetch(remote: Remote, batches: Batch[]): Array<Promise<void>> {
   const slot = slots(FETCHES);
   return batches.map(({ tips, deepen }) => {
-    const got = slot(() => remote.fetchObjects({ wants: tips.map(([, oid]) => oid), deepen }));
+    const got = slot(() => remote.fetchTips({ wants: tips.map(([, oid]) => oid), deepen }));
     got.catch(() => undefined); // awaited in order by the read stage
     return got;
   });
@@ -230,36 +235,59 @@ interface ReadOut {
 }
 
 /**
- * Stage 3: each fetched batch, as it comes in, read into new records (status.json parsed once;
- * a report that needs no signature check gets its verdict here) and its signature checks handed
- * to the verify threads CHUNK at a time.
+ * Stage 3: each fetched batch, as it comes in, read out of the store CHUNK reports at a time (the
+ * next two chunks read by git while this thread reads one out, so that a chunk's objects are
+ * dropped before the next is read) into new records (status.json parsed once; a report that
+ * needs no signature check gets its verdict here), each chunk's signature checks handed to the
+ * verify threads.
  */
-async function readFetched(batches: Batch[], fetched: Array<Promise<Map<string, GitObject>>>, ctx: { known: Record<string, NodeRecord>; ids: Map<string, string>; identities: IndexFile['identities']; submit: Submit }): Promise<ReadOut> {
+async function readFetched(batches: Batch[], fetched: Array<Promise<void>>, ctx: { remote: Remote | null; known: Record<string, NodeRecord>; ids: Map<string, string>; identities: IndexFile['identities']; submit: Submit }): Promise<ReadOut> {
   const out: ReadOut = { records: new Map(), texts: new Map(), parents: new Map(), gapped: [], ms: 0 };
   for (const [i, { tips, deepen }] of batches.entries()) {
-    const got = await fetched[i]!;
-    const started = performance.now();
-    if (deepen > 1) for (const [oid, o] of got) out.parents.set(oid, o);
-    let jobs: Job[] = [];
-    for (const [node, oid] of tips) {
-      const prev = ctx.known[node];
-      const { status, sig, ...fetchedTip } = tipOf(got, oid);
-      const text = status?.toString('utf8') ?? null;
-      const parsed = text === null ? null : parseReport(node, text);
-      const report = parsed?.ok ? parsed.value : null;
-      const tip: TipRecord = { ...fetchedTip, link: text === null ? null : linkFromText(text, report), parentLink: null, identity: '\0', verdict: { signature: 'missing' }, report: report && reportView(report), chain: 'ok' };
-      out.records.set(node, { maxSequence: prev?.maxSequence ?? 0, forked: prev?.forked ?? [], tip });
-      // A parent that is neither the tip seen before nor (for a replaced heartbeat) its parent: what lies between is fetched for the chain.
-      if (prev && tip.parent !== null && tip.parent !== prev.tip.commit && !(prev.tip.heartbeat && tip.parent === prev.tip.parent)) out.gapped.push(node);
-      out.texts.set(node, { commit: oid, status, sig });
-      const job = judge(tip, node, { status, sig }, parsed, ctx.ids.get(node) ?? '', ctx.identities);
-      if (job) jobs.push(job);
-      if (jobs.length >= CHUNK) ctx.submit(jobs.splice(0));
+    await fetched[i]!;
+    const chunks: Array<Batch['tips']> = [];
+    for (let at = 0; at < tips.length; at += CHUNK) chunks.push(tips.slice(at, at + CHUNK));
+    const reads: Array<Promise<Map<string, GitObject>> | undefined> = [];
+    const readChunk = (c: number) => {
+      if (c >= chunks.length) return;
+      reads[c] = ctx.remote!.readObjects({ wants: chunks[c]!.map(([, oid]) => oid), deepen });
+      reads[c]!.catch(() => undefined); // awaited in order below
+    };
+    readChunk(0);
+    readChunk(1);
+    for (const [c, chunk] of chunks.entries()) {
+      const got = await reads[c]!;
+      reads[c] = undefined;
+      readChunk(c + 2);
+      const started = performance.now();
+      if (deepen > 1) for (const [oid, o] of got) out.parents.set(oid, o);
+      ctx.submit(readChunkOut(chunk, got, out, ctx));
+      out.ms += performance.now() - started;
     }
-    ctx.submit(jobs);
-    out.ms += performance.now() - started;
   }
   return out;
+}
+
+/** One chunk of reports read out of `got` into `out`: the jobs for the verify threads. */
+function readChunkOut(tips: Batch['tips'], got: Map<string, GitObject>, out: ReadOut, ctx: { known: Record<string, NodeRecord>; ids: Map<string, string>; identities: IndexFile['identities'] }): Job[] {
+  const jobs: Job[] = [];
+  for (const [node, oid] of tips) {
+    const prev = ctx.known[node];
+    // Fields named one by one: an object rest (`{ status, sig, ...rest }`) is V8's slow path, ~10 µs a report here.
+    const fetched = tipOf(got, oid);
+    const { status, sig } = fetched;
+    const text = status?.toString('utf8') ?? null;
+    const parsed = text === null ? null : parseReport(node, text);
+    const report = parsed?.ok ? parsed.value : null;
+    const tip: TipRecord = { commit: fetched.commit, parent: fetched.parent, heartbeat: fetched.heartbeat, link: text === null ? null : linkFromText(text, report), parentLink: null, identity: '\0', verdict: { signature: 'missing' }, report: report && reportView(report), chain: 'ok' };
+    out.records.set(node, { maxSequence: prev?.maxSequence ?? 0, forked: prev?.forked ?? [], tip });
+    // A parent that is neither the tip seen before nor (for a replaced heartbeat) its parent: what lies between is fetched for the chain.
+    if (prev && tip.parent !== null && tip.parent !== prev.tip.commit && !(prev.tip.heartbeat && tip.parent === prev.tip.parent)) out.gapped.push(node);
+    out.texts.set(node, { commit: oid, status, sig });
+    const job = judge(tip, node, { status, sig }, parsed, ctx.ids.get(node) ?? '', ctx.identities);
+    if (job) jobs.push(job);
+  }
+  return jobs;
 }
 
 /**

@@ -29,9 +29,10 @@ const indexes = new WeakMap<Fleet, ReportIndex>();
 
 /**
  * Fetch main (when it moved), and bring the report index up to date with origin's report branches
- * (report-index.ts); `onMain` is called as soon as main is fetched, before the reports are read.
+ * (report-index.ts); `onMain` is called as soon as main is fetched, before the reports are read,
+ * with the nodes on it as the refresh reads them (what nodesOnMain would read again).
  */
-export async function fetchReports(fleet: Fleet, onMain?: () => void): Promise<void> {
+export async function fetchReports(fleet: Fleet, onMain?: (nodes: Promise<Map<string, string | null>>) => void): Promise<void> {
   indexes.set(fleet, await refreshIndex(fleet, mainRef(fleet), { mainBranch: fleet.config.mainBranch, fetchMain: () => fetchMain(fleet), ...(onMain ? { onMain } : {}) }));
 }
 

@@ -7,8 +7,8 @@
  *
  * Reports are handed over in chunks as the caller reads them out of the fetched pack, so the
  * threads verify while the rest is still being read. Every chunk is posted to every thread at
- * once, its texts in one SharedArrayBuffer (so posting it copies them once, not once a thread),
- * with a claim word: whoever claims a chunk first verifies it, and the others skip it. A thread
+ * once, its texts in one SharedArrayBuffer (so posting it copies them once, not once a thread)
+ * and the rest as one JSON string (verify-chunk.ts), with a claim word: whoever claims a chunk first verifies it, and the others skip it. A thread
  * therefore never waits for the caller to hand it the next chunk (the caller's thread is busy
  * reading packs and writing files for up to a few hundred ms at a time), and the caller, once it
  * has nothing else to do, claims chunks from the back of the queue while the threads take them
@@ -17,24 +17,19 @@
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { BY_CALLER, claim } from './verify-claim.js';
-import { verifyClaims, type IdentityKeys, type ReportClaims, type Verdict, type VouchMemo } from '../core/report/claims.js';
+import { packJobs, type PackedJobs, type VerifyJob } from './verify-chunk.js';
+import { verifyClaims, type Verdict, type VouchMemo } from '../core/report/claims.js';
 
 export type { Verdict } from '../core/report/claims.js';
 
-/** One report to verify: its node, status.json (already parsed into `claims`) and signature as read, and the token keys of its node.yaml on main. */
-export interface VerifyJob {
-  node: string;
-  status: Uint8Array;
-  sig: Uint8Array | null;
-  claims: ReportClaims;
-  identity: IdentityKeys | null;
-}
+export type { VerifyJob } from './verify-chunk.js';
 
 /**
- * What the pool posts to a thread: the vouches already checked (first), then chunks of jobs, each
- * with its claim word (an Int32Array of one element on shared memory: 0 while nobody has it).
+ * What the pool posts to a thread: the vouches already checked (first), then chunks of jobs
+ * (packed, verify-chunk.ts), each with its claim word (an Int32Array of one element on shared
+ * memory: 0 while nobody has it).
  */
-export type VerifyMessage = { vouched: string[] } | { id: number; jobs: VerifyJob[]; claim: Int32Array };
+export type VerifyMessage = { vouched: string[] } | ({ id: number; claim: Int32Array } & PackedJobs);
 
 /** A thread's answer to a chunk it claimed: verdicts in order, the vouches it checked, and the time it took. */
 export interface VerifyAnswer {
@@ -42,22 +37,6 @@ export interface VerifyAnswer {
   results: Verdict[];
   vouched: string[];
   ms: number;
-}
-
-/**
- * `jobs` with their texts copied into one SharedArrayBuffer: the reports read out of a pack are
- * views of megabyte slabs, which posting would copy whole, once per thread.
- */
-function shared(jobs: VerifyJob[]): VerifyJob[] {
-  let size = 0;
-  for (const j of jobs) size += j.status.byteLength + (j.sig?.byteLength ?? 0);
-  const bytes = new Uint8Array(new SharedArrayBuffer(size));
-  let at = 0;
-  const copy = (b: Uint8Array) => {
-    bytes.set(b, at);
-    return bytes.subarray(at, (at += b.byteLength));
-  };
-  return jobs.map((j) => ({ ...j, status: copy(j.status), sig: j.sig && copy(j.sig) }));
 }
 
 /** Time spent verifying, summed over every thread (MESH_TIMINGS prints it), and how many reports the calling thread verified itself. */
@@ -157,7 +136,7 @@ export function verifyPool(expected: number, memo: VouchMemo): VerifyPool {
         const id = next++;
         const claim = new Int32Array(new SharedArrayBuffer(4));
         pending.set(id, { jobs, claim, resolve, reject });
-        const message = { id, jobs: shared(jobs), claim } satisfies VerifyMessage;
+        const message = { id, claim, ...packJobs(jobs) } satisfies VerifyMessage;
         for (const w of workers) w.postMessage(message);
       });
     },

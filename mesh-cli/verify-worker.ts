@@ -8,6 +8,7 @@
 import { parentPort } from 'node:worker_threads';
 import { verifyClaims, type VouchMemo } from '../core/report/claims.js';
 import { BY_THREAD, claim } from './verify-claim.js';
+import { unpackJobs } from './verify-chunk.js';
 import type { VerifyMessage, VerifyAnswer } from './verify-pool.js';
 
 const memo: VouchMemo = new Set();
@@ -19,6 +20,6 @@ parentPort!.on('message', (m: VerifyMessage) => {
   if (!claim(m.claim, BY_THREAD)) return; // another thread, or the caller, has it
   const started = performance.now();
   const before = memo.size;
-  const results = m.jobs.map((j) => verifyClaims(j.node, j.status, j.sig, j.claims, j.identity, memo));
+  const results = unpackJobs(m).map((j) => verifyClaims(j.node, j.status, j.sig, j.claims, j.identity, memo));
   parentPort!.postMessage({ id: m.id, results, vouched: memo.size > before ? [...memo].slice(before) : [], ms: performance.now() - started } satisfies VerifyAnswer);
 });

@@ -5,7 +5,7 @@
 // push at this size, against the server that authenticates each node and hides other
 // nodes' report branches (`mesh-cli serve`, as a fleet runs it) and against `mesh-cli serve
 // --open`, which hides nothing. `mesh-cli status` runs over all nodes.
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { commitFiles, git, measured, nodeNames, perOp, pool, progress } from './bench-fleet-lib.mjs';
 
@@ -65,7 +65,12 @@ export async function bigFleet(sim, { n, work, bare, server, open, statusRun }) 
   // from hour to hour), so it is timed after each of several rounds and the median run is `status`.
   out.statusEvery = [];
   for (let round = 2; round < 2 + EVERY_CHANGED; round++) {
+    // Kept for runs by hand (MESH_BENCH_KEEP): the checkout's index before the last round with every
+    // report changed, and the server's report tips after it, so that run can be repeated (A/B).
+    const last = process.env.MESH_BENCH_KEEP && round === 1 + EVERY_CHANGED;
+    if (last) cpSync(join(checkout, '.git', 'mesh'), join(work, 'ab', 'mesh'), { recursive: true });
     out.setup[`reports${round}`] = await reportRound(round);
+    if (last) writeFileSync(join(work, 'ab', 'tips'), git(bare, ['for-each-ref', '--format=update %(refname) %(objectname)', 'refs/heads/reports/']));
     progress(`mesh-cli status: every report changed since the last run (${round - 1} of ${EVERY_CHANGED})`);
     out.statusEvery.push(await statusRun(checkout, n));
   }

@@ -30,10 +30,11 @@ import { EXIT } from '../../core/exit.js';
  * report; with main's tip as fetched (null when there is none).
  */
 export async function fleetStatus(fleet: Fleet, opts: { fetch: boolean }): Promise<{ nodes: NodeStatus[]; mainTip: string | null }> {
-  // The nodes on main, mesh.yaml's trust and main's tip are read as soon as main is fetched, while the reports are.
-  let mainFetched!: () => void;
-  const fromMain = new Promise<void>((resolve) => (mainFetched = resolve)).then(() => Promise.all([
-    nodesOnMain(fleet),
+  // The nodes on main, mesh.yaml's trust and main's tip are read as soon as main is fetched, while the reports are
+  // (the nodes as the refresh read them, when it did).
+  let mainFetched!: (nodes?: Promise<Map<string, string | null>>) => void;
+  const fromMain = new Promise<{ nodes?: Promise<Map<string, string | null>> }>((resolve) => (mainFetched = (nodes) => resolve({ nodes }))).then(({ nodes }) => Promise.all([
+    nodes ?? nodesOnMain(fleet),
     trustOnMain(fleet),
     git(fleet.dir, ['rev-parse', '--verify', '--quiet', mainRef(fleet)]).then((out) => out.trim() || null, () => null),
   ]));

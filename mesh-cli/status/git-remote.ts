@@ -39,6 +39,8 @@ export interface Remote {
    * its tree, status.json and signature, by oid.
    */
   fetchObjects(opts: { wants: string[]; haves?: string[]; deepen?: number }): Promise<Map<string, GitObject>>;
+  /** The fetch alone, `deepen` commits deep from each of `wants`, into the store: readObjects reads what it brought, in parts as the caller wants them. */
+  fetchTips(opts: { wants: string[]; deepen: number }): Promise<void>;
   /** The same read, of what the store already holds (nothing fetched): `deepen` commits from each of `wants`. */
   readObjects(opts: { wants: string[]; deepen: number }): Promise<Map<string, GitObject>>;
   close(): Promise<void>;
@@ -52,20 +54,26 @@ const MAX_PACKS = 40;
  * repository, `config` the checkout's config file, `format` its object format (sha1, sha256).
  */
 export async function openRemote(dir: string, paths: { store: string; config: string }, name = 'origin'): Promise<Remote> {
-  const [url, format] = await Promise.all([
-    gitBytes(dir, ['remote', 'get-url', name]).then((b) => b.toString('utf8').trim(), () => ''),
-    gitBytes(dir, ['rev-parse', '--show-object-format']).then((b) => b.toString('utf8').trim(), () => 'sha1'),
-  ]);
-  const where = `remote '${name}' (${withoutCredential(url)})`;
+  // The remote's URL is asked for only to say where a failure was (one git process less a run).
+  const where = async () => `remote '${name}' (${withoutCredential(await gitBytes(dir, ['remote', 'get-url', name]).then((b) => b.toString('utf8').trim(), () => ''))})`;
   const repo = join(paths.store, 'reports.git');
   const objects = join(repo, 'objects');
-  const config = `[include]\n\tpath = ${paths.config}\n[core]\n\trepositoryformatversion = 1\n\tbare = true\n[extensions]\n\tobjectFormat = ${format}\n`;
-  prepareStore(repo, config);
+  // The store is made (or emptied) once the checkout's object format is known; listing origin's refs does not wait for it.
+  const storeConfig = gitBytes(dir, ['rev-parse', '--show-object-format']).then((b) => b.toString('utf8').trim(), () => 'sha1').then((format) => {
+    const config = `[include]\n\tpath = ${paths.config}\n[core]\n\trepositoryformatversion = 1\n\tbare = true\n[extensions]\n\tobjectFormat = ${format}\n`;
+    prepareStore(repo, config);
+    return config;
+  });
+  storeConfig.catch(() => undefined); // awaited by every read and fetch
   let reader: CatFileBatch | null = null;
-  const read = (specs: string[]) => (reader ??= catFileBatch(dir, [`--git-dir=${repo}`], { maxBlob: MAX_REPORT_FILE })).read(specs);
+  const read = async (specs: string[]) => {
+    await storeConfig;
+    return (reader ??= catFileBatch(dir, [`--git-dir=${repo}`], { maxBlob: MAX_REPORT_FILE })).read(specs);
+  };
   const readReports = (commits: string[]) => readReportObjects(commits, read);
-  const remoteGit = (gitDir: string, args: string[], input?: string) =>
-    gitBytes(dir, [`--git-dir=${gitDir}`, '-c', 'gc.auto=0', '-c', 'maintenance.auto=false', ...args], input).catch((e: unknown) => { throw remoteError(e, where); });
+  /** git in `gitDir` (the checkout's own when null), its failure said as a MeshError. */
+  const remoteGit = (gitDir: string | null, args: string[], input?: string) =>
+    gitBytes(dir, [...(gitDir ? [`--git-dir=${gitDir}`] : []), '-c', 'gc.auto=0', '-c', 'maintenance.auto=false', ...args], input).catch(async (e: unknown) => { throw remoteError(e, await where()); });
 
   /** `deepen` commits from each of `wants`, one level of parents per read (most reads are of one level). */
   const readDeep = async (wants: string[], deepen: number) => {
@@ -79,9 +87,33 @@ export async function openRemote(dir: string, paths: { store: string; config: st
     return objects;
   };
 
+  /**
+   * Fetch `wants` into the store in a throwaway git dir (`deepen` commits deep, or down to `had`,
+   * commits the store holds, marked shallow so that git does not walk past them); without
+   * `deepen`, the commits it brought (rev-list).
+   */
+  const fetchInto = async (wants: string[], had: string[], deepen: number | undefined): Promise<string[] | null> => {
+    const config = await storeConfig;
+    const lane = mkdtempSync(join(paths.store, 'fetch-'));
+    try {
+      mkdirSync(join(lane, 'refs'));
+      writeFileSync(join(lane, 'HEAD'), 'ref: refs/heads/main\n');
+      writeFileSync(join(lane, 'config'), config);
+      symlinkSync(objects, join(lane, 'objects'));
+      if (had.length) writeFileSync(join(lane, 'shallow'), had.join('\n') + '\n');
+      await remoteGit(lane, ['fetch', '--quiet', '--no-write-fetch-head', '--no-tags', '--no-auto-maintenance', '--no-write-commit-graph', '--no-recurse-submodules',
+        ...(deepen === undefined ? [] : [`--depth=${deepen}`]), ...had.map((h) => `--negotiation-tip=${h}`), '--stdin', name], wants.join('\n') + '\n');
+      if (deepen !== undefined) return null;
+      return (await remoteGit(lane, ['rev-list', '--stdin'], [...wants, ...had.map((h) => `^${h}`)].join('\n') + '\n')).toString('latin1').split('\n').filter(Boolean);
+    } finally {
+      rmSync(lane, { recursive: true, force: true });
+    }
+  };
+
   return {
     async lsRefs(prefixes) {
-      const out = (await remoteGit(repo, ['ls-remote', '--heads', name])).toString('utf8');
+      // In the checkout: the store's configuration is the checkout's, included.
+      const out = (await remoteGit(null, ['ls-remote', '--heads', name])).toString('utf8');
       const refs = new Map<string, string>();
       for (const line of out.split('\n')) {
         const tab = line.indexOf('\t');
@@ -94,21 +126,11 @@ export async function openRemote(dir: string, paths: { store: string; config: st
       if (wants.length === 0) return new Map();
       // A have must be in the store, and is marked shallow, so that git does not walk past it.
       const had = haves.length ? (await read(haves)).flatMap((o) => (o?.type === 'commit' ? [o.oid] : [])) : [];
-      const lane = mkdtempSync(join(paths.store, 'fetch-'));
-      try {
-        mkdirSync(join(lane, 'refs'));
-        writeFileSync(join(lane, 'HEAD'), 'ref: refs/heads/main\n');
-        writeFileSync(join(lane, 'config'), config);
-        symlinkSync(objects, join(lane, 'objects'));
-        if (had.length) writeFileSync(join(lane, 'shallow'), had.join('\n') + '\n');
-        await remoteGit(lane, ['fetch', '--quiet', '--no-write-fetch-head', '--no-tags', '--no-auto-maintenance', '--no-write-commit-graph', '--no-recurse-submodules',
-          ...(deepen === undefined ? [] : [`--depth=${deepen}`]), ...had.map((h) => `--negotiation-tip=${h}`), '--stdin', name], wants.join('\n') + '\n');
-        if (deepen !== undefined) return readDeep(wants, deepen);
-        const commits = (await remoteGit(lane, ['rev-list', '--stdin'], [...wants, ...had.map((h) => `^${h}`)].join('\n') + '\n')).toString('latin1').split('\n').filter(Boolean);
-        return readReports(commits);
-      } finally {
-        rmSync(lane, { recursive: true, force: true });
-      }
+      const commits = await fetchInto(wants, had, deepen);
+      return deepen !== undefined ? readDeep(wants, deepen) : readReports(commits!);
+    },
+    async fetchTips({ wants, deepen }) {
+      if (wants.length > 0) await fetchInto(wants, [], deepen);
     },
     readObjects: ({ wants, deepen }) => readDeep(wants, deepen),
     async close() {

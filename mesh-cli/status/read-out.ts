@@ -3,13 +3,14 @@
  * the job that has a verify thread check it against node.yaml; and node.yaml on main, by blob id,
  * parsed once into the index.
  */
+import { hash } from 'node:crypto';
 import { parse } from 'yaml';
 import type { IdentityKeys } from '../../core/report/claims.js';
 import type { parseReport } from '../../core/report/verify.js';
 import { NodeIdentity } from '../../schema/fleet.js';
 import { catFiles, type Fleet } from '../fleet.js';
 import type { Verdict, VerifyJob } from '../verify-pool.js';
-import { parseIdentities, type IndexFile, type TipRecord } from './index-file.js';
+import { parseIdentities, readNodesCache, writeNodesCache, type IndexFile, type TipRecord } from './index-file.js';
 import { nodeYamls } from '../layout.js';
 
 /** What a verify thread needs of node.yaml: its generation and token keys. */
@@ -39,23 +40,54 @@ export function setVerdict(tip: TipRecord, blob: string, verdict: Verdict): void
   tip.verdict = verdict;
 }
 
+/** Where node.yaml lies on main: each node's node.yaml path (null: its name is in two folders), and its blob id. */
+export interface NodeFiles {
+  places: Map<string, string | null>;
+  ids: Map<string, string>;
+}
+
 /**
- * node → blob id of its node.yaml on main, wherever it sits under nodes/ (`listing`: `git ls-tree
- * -r` of nodes/; a node whose name is in two folders has none: the tree is invalid), each
- * blob parsed once into the index, whose parsed node.yaml files are first read from `kept` (the
- * text of identities.json) when given (listed: the index's identities changed).
+ * NodeFiles from `listing`, a `git ls-tree -r -z` of nodes/ on main (each entry "mode type
+ * oid<TAB>path", NUL-terminated). Read once a run (the index's identities and status's rows both
+ * use it), and kept in `cache` by the listing's hash: finding the nodes in the tree took ~0.2 s
+ * at 10,000 nodes, and main's nodes/ rarely changes between two runs.
  */
-export async function identityBlobs(listing: Promise<string>, fleet: Fleet, index: IndexFile, kept: string | undefined): Promise<{ ids: Map<string, string>; listed: boolean }> {
-  if (kept !== undefined) index.identities = parseIdentities(kept);
-  const blobOf = new Map<string, string>();
-  for (const line of (await listing).split('\n')) {
-    const m = /^\d+ blob ([0-9a-f]+)\t(nodes\/.*)$/.exec(line);
-    if (m) blobOf.set(m[2]!, m[1]!);
+export async function readNodeFiles(listing: Promise<string>, cache: string): Promise<NodeFiles> {
+  const text = await listing;
+  const key = hash('sha256', text);
+  const kept = readNodesCache(cache);
+  if (kept?.key === key) return { places: new Map(kept.places), ids: new Map(kept.ids) };
+  const paths: string[] = [];
+  const blobs = new Map<string, string>();
+  for (const entry of text.split('\0')) {
+    const tab = entry.indexOf('\t');
+    if (tab < 0) continue;
+    const path = entry.slice(tab + 1);
+    paths.push(path);
+    const space = entry.lastIndexOf(' ', tab);
+    if (path.startsWith('nodes/') && entry.slice(entry.indexOf(' ') + 1, space) === 'blob') blobs.set(path, entry.slice(space + 1, tab));
   }
+  const places = await nodeYamls(paths);
   const ids = new Map<string, string>();
-  for (const [node, file] of await nodeYamls(blobOf.keys())) if (file) ids.set(node, blobOf.get(file)!);
+  for (const [node, file] of places) {
+    const blob = file && blobs.get(file);
+    if (blob) ids.set(node, blob);
+  }
+  writeNodesCache(cache, { key, places: [...places], ids: [...ids] });
+  return { places, ids };
+}
+
+/**
+ * node → blob id of its node.yaml on main (`files`, wherever it sits under nodes/; a node whose
+ * name is in two folders has none: the tree is invalid), each blob parsed once into the index,
+ * whose parsed node.yaml files are first read from `kept` (the text of identities.json) when
+ * given (listed: the index's identities changed).
+ */
+export async function identityBlobs(files: Promise<NodeFiles>, fleet: Fleet, index: IndexFile, kept: string | undefined): Promise<{ ids: Map<string, string>; listed: boolean }> {
+  if (kept !== undefined) index.identities = parseIdentities(kept);
+  const { ids } = await files;
   const missing = [...new Set(ids.values())].filter((id) => !(id in index.identities));
-  const blobs = await catFiles(fleet.dir, missing);
+  const blobs = missing.length ? await catFiles(fleet.dir, missing) : new Map<string, Buffer | null>();
   const used = new Set(ids.values());
   const unused = Object.keys(index.identities).filter((id) => !used.has(id));
   for (const id of unused) delete index.identities[id];
