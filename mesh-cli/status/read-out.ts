@@ -40,6 +40,9 @@ export function setVerdict(tip: TipRecord, blob: string, verdict: Verdict): void
   tip.verdict = verdict;
 }
 
+/** Bumped when what readNodeFiles keeps, or how layout.ts places a node.yaml, changes. */
+const NODES_CACHE = 'nodes.json 1';
+
 /** Where node.yaml lies on main: each node's node.yaml path (null: its name is in two folders), and its blob id. */
 export interface NodeFiles {
   places: Map<string, string | null>;
@@ -54,7 +57,8 @@ export interface NodeFiles {
  */
 export async function readNodeFiles(listing: Promise<string>, cache: string): Promise<NodeFiles> {
   const text = await listing;
-  const key = hash('sha256', text);
+  // The cache's format (and the rules of where a node.yaml lies, layout.ts) in the key: another mesh-cli finds its own answer again.
+  const key = hash('sha256', `${NODES_CACHE}\n${text}`);
   const kept = readNodesCache(cache);
   if (kept?.key === key) return { places: new Map(kept.places), ids: new Map(kept.ids) };
   const paths: string[] = [];
