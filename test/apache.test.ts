@@ -13,13 +13,13 @@
  * reason, unless CI is set: there it fails (scripts/install-deps.sh installs it).
  */
 import type { ChildProcess } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, type TestContext } from 'vitest';
 import { parse } from 'yaml';
 import { shaCrypt } from '../core/access/sha-crypt.js';
-import { apacheConf, apacheMissing as missing, asRoot, freePort, handToNobody, startApache, stopApache } from './helpers/apache.js';
-import { cli, git, hostCmd, MESH_CLI, newMachine, runProgram, signingKey } from './helpers/fleet.js';
+import { apacheConf, apacheMissing as missing, asRoot, credentialOf, enrolWeb1, freePort, handToNobody, hostedFleet, startApache, stopApache, web1PushesRefused, type HostedFleet } from './helpers/apache.js';
+import { cli, git, MESH_CLI, runProgram } from './helpers/fleet.js';
 import { tempDirs } from './helpers/tmp.js';
 
 const tmp = tempDirs();
@@ -29,9 +29,8 @@ let dir: string;
 let url: string;
 let apache: ChildProcess | undefined;
 let checkout: string;
+let fleet: HostedFleet;
 const operatorSecret = 'operator-secret-for-the-test';
-/** Puts back the harness folder's mode, opened for `nobody` to pass through. */
-let restoreParent: (() => void) | undefined;
 
 /** The bare repository with mesh's hooks, as docs/servers.md sets it up. */
 async function fleetRepo(dir: string): Promise<string> {
@@ -56,9 +55,8 @@ async function fleetRepo(dir: string): Promise<string> {
   return bare;
 }
 
-const withCredential = (user: string, password: string) => `${url.replace('://', `://${user}:${encodeURIComponent(password)}@`)}fleet.git`;
-const credentialOf = (root: string) => JSON.parse(readFileSync(join(root, 'etc/mesh-host/credential.json'), 'utf8')) as { password: string };
-const operatorGit = (...args: string[]) => runProgram('git', args, checkout, noPrompt);
+const withCredential = (user: string, password: string) => fleet.withCredential(user, password);
+const operatorGit = (...args: string[]) => fleet.operatorGit(...args);
 /** Skip the test, with the reason, when this machine has no apache2 (never under CI: there beforeAll has failed). */
 const ready = (ctx: TestContext) => { if (missing) ctx.skip(`SKIPPED Apache test: ${missing}`); };
 
@@ -75,24 +73,14 @@ describe('a fleet behind Apache httpd and git http-backend, with mesh-cli hook',
     writeFileSync(join(dir, 'httpd.conf'), apacheConf(dir, port, '/', [
       `SetEnv GIT_PROJECT_ROOT ${dir}/git`, 'SetEnv GIT_HTTP_EXPORT_ALL 1', `ScriptAlias / ${dir}/bin/mesh-git-http-backend/`,
     ]));
-    if (asRoot) restoreParent = handToNobody(dir);
+    if (asRoot) handToNobody(dir);
     apache = await startApache(join(dir, 'httpd.conf'), `${url}fleet.git/info/refs?service=git-upload-pack`);
-    checkout = join(dir, 'fleet');
-    const init = await cli(dir, 'init', checkout, '--signing-key', signingKey(join(dir, 'operator_ed25519')), '--signer', 'op@example.org', '--remote', withCredential('operator', operatorSecret));
-    expect(init.code, init.stderr).toBe(0);
-    for (const [k, v] of [['user.name', 'op'], ['user.email', 'op@example.org']]) await git(checkout, 'config', k!, v!);
-    for (const node of ['web-1', 'web-2']) {
-      const issued = await cli(checkout, 'token', 'issue', node, '--url', `${url}fleet.git`, '--out', join(dir, `${node}.token`));
-      expect(issued.code, issued.stderr).toBe(0);
-    }
-    await git(checkout, 'commit', '--quiet', '--allow-empty', '-m', 'base');
-    const pushed = await operatorGit('push', '-u', 'origin', 'main');
-    expect(pushed.code, pushed.stderr).toBe(0);
+    fleet = await hostedFleet(dir, `${url}fleet.git`, operatorSecret);
+    checkout = fleet.checkout;
   }, 180_000);
 
   afterAll(async () => {
     await stopApache(apache);
-    restoreParent?.();
   });
 
   it('the post-receive hook wrote both node credentials from the trusted main', (ctx) => {
@@ -105,18 +93,7 @@ describe('a fleet behind Apache httpd and git http-backend, with mesh-cli hook',
   let web1: string;
   it('a real mesh-host enrols and runs a pass through Apache; its report lands on its branch', async (ctx) => {
     ready(ctx);
-    web1 = newMachine(join(dir, 'machines', 'web-1'));
-    mkdirSync(join(web1, 'var/lib/dpkg'), { recursive: true });
-    writeFileSync(join(web1, 'var/lib/dpkg/status'), '');
-    const enrolled = await hostCmd(web1, 'enrol', '--token-file', join(dir, 'web-1.token'));
-    expect(enrolled.code, enrolled.stderr).toBe(0);
-    const pass = await hostCmd(web1, 'run', '--once');
-    expect(pass.code, pass.stderr).toBe(0);
-    const refs = (await operatorGit('ls-remote', 'origin')).stdout;
-    expect(refs).toMatch(/^[0-9a-f]{40}\trefs\/heads\/reports\/web-1$/m);
-    const main = await git(checkout, 'rev-parse', 'HEAD');
-    const status = await cli(checkout, 'status', '--json');
-    expect(JSON.parse(status.stdout).nodes.find((n: { node: string }) => n.node === 'web-1')).toMatchObject({ commit: main, outcome: 'applied', signature: 'valid' });
+    web1 = await enrolWeb1(dir, fleet);
     // The enrolment was recorded by the hook, in the repository, out of reach of any push.
     expect(readdirSync(join(dir, 'git/fleet.git/mesh-enrolments'))).toEqual(['web-1.1']);
   });
@@ -128,26 +105,16 @@ describe('a fleet behind Apache httpd and git http-backend, with mesh-cli hook',
     expect(pushed.code, pushed.stderr).toBe(0);
     const refsOf = (out: string) => out.split('\n').filter(Boolean).map((l) => l.split('\t')[1]).sort();
     expect(refsOf((await operatorGit('ls-remote', 'origin')).stdout)).toEqual(['HEAD', 'refs/heads/main', 'refs/heads/reports/web-1', 'refs/heads/reports/web-2']);
-    const asNode = await runProgram('git', ['ls-remote', withCredential('web-1', credentialOf(web1).password)], dir, noPrompt);
+    const asNode = await runProgram('git', ['ls-remote', withCredential('web-1', credentialOf(web1))], dir, noPrompt);
     expect(asNode.code, asNode.stderr).toBe(0);
     expect(refsOf(asNode.stdout)).toEqual(['HEAD', 'refs/heads/main', 'refs/heads/reports/web-1']);
   });
 
   it("the node's credential cannot push main or another node's report branch", async (ctx) => {
     ready(ctx);
-    const work = join(dir, 'web-1-work');
-    await git(dir, 'clone', '--quiet', withCredential('web-1', credentialOf(web1).password), work);
-    await git(work, '-c', 'user.name=x', '-c', 'user.email=x@x', '-c', 'commit.gpgsign=false', 'commit', '--quiet', '--allow-empty', '-m', 'not yours');
-    const before = (await operatorGit('ls-remote', 'origin')).stdout;
-    const main = await runProgram('git', ['push', 'origin', 'HEAD:refs/heads/main'], work, noPrompt);
-    expect(main.code).not.toBe(0);
-    expect(main.stderr).toContain('remote: mesh: node web-1 may push only refs/heads/reports/web-1, not refs/heads/main');
-    const other = await runProgram('git', ['push', 'origin', 'HEAD:refs/heads/reports/web-2'], work, noPrompt);
-    expect(other.code).not.toBe(0);
-    expect(other.stderr).toContain('remote: mesh: node web-1 may push only refs/heads/reports/web-1, not refs/heads/reports/web-2');
+    const other = await web1PushesRefused(dir, fleet, web1);
     // Hidden from this node, the branch is also one git itself refuses to update for it.
-    expect(other.stderr).toContain('HEAD -> reports/web-2 (deny updating a hidden ref)');
-    expect((await operatorGit('ls-remote', 'origin')).stdout).toBe(before);
+    expect(other).toContain('HEAD -> reports/web-2 (deny updating a hidden ref)');
   });
 
   it("revoke takes effect at Apache: the revoked node's credential is refused once the commit is pushed", async (ctx) => {

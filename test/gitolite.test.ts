@@ -18,22 +18,20 @@ import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFi
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, type TestContext } from 'vitest';
 import { shaCrypt } from '../core/access/sha-crypt.js';
-import { apacheConf, apacheMissing, asRoot, freePort, handToNobody, startApache, stopApache } from './helpers/apache.js';
-import { cli, git, hostCmd, MESH_CLI, newMachine, runProgram, signingKey } from './helpers/fleet.js';
+import { apacheConf, apacheMissing, asRoot, enrolWeb1, freePort, handToNobody, hostedFleet, startApache, stopApache, web1PushesRefused, type HostedFleet } from './helpers/apache.js';
+import { MESH_CLI, runProgram } from './helpers/fleet.js';
 import { tempDirs } from './helpers/tmp.js';
 
 const GITOLITE = '/usr/bin/gitolite';
 const SHELL = '/usr/share/gitolite3/gitolite-shell';
 const missing = apacheMissing ?? (existsSync(GITOLITE) && existsSync(SHELL) ? null : `${GITOLITE} is not installed (apt-get install gitolite3, as scripts/install-deps.sh does)`);
 const tmp = tempDirs();
-const noPrompt = { GIT_TERMINAL_PROMPT: '0' };
 const operatorSecret = 'operator-secret-for-gitolite';
 
 let dir: string;
 let url: string;
 let apache: ChildProcess | undefined;
-let checkout: string;
-let restoreParent: (() => void) | undefined;
+let fleet: HostedFleet;
 
 /** gitolite's home in `dir`, set up and compiled with the fleet repository as docs/servers.md describes. */
 async function gitoliteHome(dir: string): Promise<string> {
@@ -81,9 +79,6 @@ async function gitoliteHome(dir: string): Promise<string> {
   return home;
 }
 
-const withCredential = (user: string, password: string) => `${url.replace('://', `://${user}:${encodeURIComponent(password)}@`)}fleet.git`;
-const credentialOf = (root: string) => JSON.parse(readFileSync(join(root, 'etc/mesh-host/credential.json'), 'utf8')) as { password: string };
-const operatorGit = (...args: string[]) => runProgram('git', args, checkout, noPrompt);
 const ready = (ctx: TestContext) => { if (missing) ctx.skip(`SKIPPED gitolite test: ${missing}`); };
 
 describe('a fleet on gitolite in its HTTP mode behind Apache, with mesh-cli hook as its repo-specific hooks', () => {
@@ -100,24 +95,13 @@ describe('a fleet on gitolite in its HTTP mode behind Apache, with mesh-cli hook
       `SetEnv GITOLITE_HTTP_HOME ${home}`, `SetEnv GIT_PROJECT_ROOT ${home}/repositories`, 'SetEnv GIT_HTTP_EXPORT_ALL 1',
       `ScriptAlias /git/ ${SHELL}/`,
     ]));
-    if (asRoot) restoreParent = handToNobody(dir);
+    if (asRoot) handToNobody(dir);
     apache = await startApache(join(dir, 'httpd.conf'), `${url}fleet.git/info/refs?service=git-upload-pack`);
-    checkout = join(dir, 'fleet');
-    const init = await cli(dir, 'init', checkout, '--signing-key', signingKey(join(dir, 'operator_ed25519')), '--signer', 'op@example.org', '--remote', withCredential('operator', operatorSecret));
-    expect(init.code, init.stderr).toBe(0);
-    for (const [k, v] of [['user.name', 'op'], ['user.email', 'op@example.org']]) await git(checkout, 'config', k!, v!);
-    for (const node of ['web-1', 'web-2']) {
-      const issued = await cli(checkout, 'token', 'issue', node, '--url', `${url}fleet.git`, '--out', join(dir, `${node}.token`));
-      expect(issued.code, issued.stderr).toBe(0);
-    }
-    await git(checkout, 'commit', '--quiet', '--allow-empty', '-m', 'base');
-    const pushed = await operatorGit('push', '-u', 'origin', 'main');
-    expect(pushed.code, pushed.stderr).toBe(0);
+    fleet = await hostedFleet(dir, `${url}fleet.git`, operatorSecret);
   }, 180_000);
 
   afterAll(async () => {
     await stopApache(apache);
-    restoreParent?.();
   });
 
   it('the post-receive hook wrote both node credentials from the trusted main', (ctx) => {
@@ -129,33 +113,13 @@ describe('a fleet on gitolite in its HTTP mode behind Apache, with mesh-cli hook
   let web1: string;
   it('a real mesh-host enrols and runs a pass through gitolite; its report lands on its branch', async (ctx) => {
     ready(ctx);
-    web1 = newMachine(join(dir, 'machines', 'web-1'));
-    mkdirSync(join(web1, 'var/lib/dpkg'), { recursive: true });
-    writeFileSync(join(web1, 'var/lib/dpkg/status'), '');
-    const enrolled = await hostCmd(web1, 'enrol', '--token-file', join(dir, 'web-1.token'));
-    expect(enrolled.code, enrolled.stderr).toBe(0);
-    const pass = await hostCmd(web1, 'run', '--once');
-    expect(pass.code, pass.stderr).toBe(0);
-    expect((await operatorGit('ls-remote', 'origin')).stdout).toMatch(/^[0-9a-f]{40}\trefs\/heads\/reports\/web-1$/m);
-    const main = await git(checkout, 'rev-parse', 'HEAD');
-    const status = await cli(checkout, 'status', '--json');
-    expect(JSON.parse(status.stdout).nodes.find((n: { node: string }) => n.node === 'web-1')).toMatchObject({ commit: main, outcome: 'applied', signature: 'valid' });
+    web1 = await enrolWeb1(dir, fleet);
     // The enrolment was recorded by mesh's hook, in the repository, out of reach of any push.
     expect(readdirSync(join(dir, 'home/repositories/fleet.git/mesh-enrolments'))).toEqual(['web-1.1']);
   });
 
   it("the node's credential cannot push main or another node's report branch", async (ctx) => {
     ready(ctx);
-    const work = join(dir, 'web-1-work');
-    await git(dir, 'clone', '--quiet', withCredential('web-1', credentialOf(web1).password), work);
-    await git(work, '-c', 'user.name=x', '-c', 'user.email=x@x', '-c', 'commit.gpgsign=false', 'commit', '--quiet', '--allow-empty', '-m', 'not yours');
-    const before = (await operatorGit('ls-remote', 'origin')).stdout;
-    const main = await runProgram('git', ['push', 'origin', 'HEAD:refs/heads/main'], work, noPrompt);
-    expect(main.code).not.toBe(0);
-    expect(main.stderr).toContain('remote: mesh: node web-1 may push only refs/heads/reports/web-1, not refs/heads/main');
-    const other = await runProgram('git', ['push', 'origin', 'HEAD:refs/heads/reports/web-2'], work, noPrompt);
-    expect(other.code).not.toBe(0);
-    expect(other.stderr).toContain('remote: mesh: node web-1 may push only refs/heads/reports/web-1, not refs/heads/reports/web-2');
-    expect((await operatorGit('ls-remote', 'origin')).stdout).toBe(before);
+    await web1PushesRefused(dir, fleet, web1);
   });
 });
