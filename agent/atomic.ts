@@ -8,6 +8,9 @@
  * one sync rather than one per file: every file of the batch is written to its temporary name
  * (with its mode and owner already set), then the data of all of them is made durable at once,
  * then each is renamed into place. A crash leaves each target old or new, never torn, as before.
+ * The batch remembers each file it put in place by its inode and by the size and modification
+ * time it had right after the write (`written`), so that the read-back of a file still as this
+ * pass left it compares what was written instead of reading the bytes again.
  */
 import { spawnSync } from 'node:child_process';
 import { closeSync, fchmodSync, fchownSync, fstatSync, fsyncSync, mkdirSync, openSync, renameSync, unlinkSync, writeFileSync, writeSync, type Stats } from 'node:fs';
@@ -39,6 +42,15 @@ export function writeFileAtomic(path: string, data: string | Uint8Array, mode = 
 /** The uid and gid a staged file gets, from what its temporary file has (`st`). */
 export type Ownership = (st: Stats) => { uid: number; gid: number };
 
+/** A file a batch wrote: its inode, its size and modification time right after the write, and its data. */
+interface Landed {
+  dev: number;
+  ino: number;
+  size: number;
+  mtimeMs: number;
+  data: string | Uint8Array;
+}
+
 /** Below this many files, a batch fsyncs each file: cheaper than starting `sync -f`. */
 const SYNCFS_FROM = 24;
 
@@ -49,7 +61,9 @@ const SYNCFS_FROM = 24;
  * that fails) and then renames each into place, leaving the renames to syncDeferredDirs.
  */
 export class WriteBatch {
-  private staged: Array<{ tmp: string; path: string; dev: number }> = [];
+  private staged: Array<{ tmp: string; path: string; dev: number; landed: Landed }> = [];
+  /** The files this batch renamed into place, by path. */
+  private landed = new Map<string, Landed>();
 
   get size(): number {
     return this.staged.length;
@@ -67,7 +81,8 @@ export class WriteBatch {
         if (uid !== st.uid || gid !== st.gid) fchownSync(fd, uid, gid);
       }
       fchmodSync(fd, mode); // after chown, which clears setuid bits; the umask narrowed the mode given to open()
-      this.staged.push({ tmp, path, dev: st.dev });
+      // fchown and fchmod change the inode's ctime, the rename its folder's: neither its size nor its mtime.
+      this.staged.push({ tmp, path, dev: st.dev, landed: { dev: st.dev, ino: st.ino, size: st.size, mtimeMs: st.mtimeMs, data } });
     } catch (e) {
       unlinkQuietly(tmp);
       throw e;
@@ -88,15 +103,28 @@ export class WriteBatch {
       for (const s of staged) unlinkQuietly(s.tmp);
       throw e;
     }
-    for (const { tmp, path } of staged) {
+    for (const { tmp, path, landed } of staged) {
       try {
         renameSync(tmp, path);
+        this.landed.set(path, landed);
         dirsToSync.add(dirname(path));
       } catch {
         unlinkQuietly(tmp); // the target's read-back tells
       }
       if (faults?.due('renamed')) crashNow();
     }
+  }
+
+  /**
+   * The data this pass wrote to `path`, when `st` (an lstat of `path` now) shows the file there
+   * to be the one it renamed into place, unchanged since: the same inode, with the size and the
+   * modification time it had right after its data was written. Anything else (a file replaced,
+   * rewritten, truncated, or never written by this pass) gives undefined, and must be read.
+   */
+  written(path: string, st: Stats): string | Uint8Array | undefined {
+    const landed = this.landed.get(path);
+    if (!landed || !st.isFile() || st.ino !== landed.ino || st.dev !== landed.dev || st.size !== landed.size || st.mtimeMs !== landed.mtimeMs) return undefined;
+    return landed.data;
   }
 
   /** Remove every staged file (the batch will not be committed). */

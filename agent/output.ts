@@ -19,12 +19,14 @@ export function printBody(body: ReportBody, json: boolean): void {
   if (json) return void console.log(JSON.stringify(body));
   const at = body.commit ? ` at ${body.commit.slice(0, 12)}` : '';
   const c = body.counts;
-  console.log(`${body.outcome}${at}${c ? `: ${c.changed} changed (${c.drift} drift), ${c.unchanged} unchanged, ${c.failed} failed` : ''}`);
-  for (const e of body.errors) console.log(`  error: ${placed(e)}`);
+  // One write for the whole block: a line each was a write(2) each, 40 ms for a first apply of 1,000 files.
+  const lines = [`${body.outcome}${at}${c ? `: ${c.changed} changed (${c.drift} drift), ${c.unchanged} unchanged, ${c.failed} failed` : ''}`];
+  for (const e of body.errors) lines.push(`  error: ${placed(e)}`);
   for (const r of body.resources) {
     if (r.result === 'unchanged') continue;
-    console.log(`  ${r.result.padEnd(9)} ${r.id}${r.changes?.length ? ` (${r.changes.join('; ')})` : ''}${r.error ? `: ${r.error}` : ''}`);
+    lines.push(`  ${r.result.padEnd(9)} ${r.id}${r.changes?.length ? ` (${r.changes.join('; ')})` : ''}${r.error ? `: ${r.error}` : ''}`);
   }
+  console.log(lines.join('\n'));
 }
 
 /**
@@ -41,13 +43,14 @@ export function printNoop(result: NoopResult, json: boolean): number {
   }
   const at = result.commit ? ` at ${result.commit.slice(0, 12)}` : '';
   const summary = !p ? 'nothing to plan: no commit has been accepted yet' : `${p.lines.length} would change, ${p.inSync} in sync${p.problems.length ? `, ${p.problems.length} problem${p.problems.length === 1 ? '' : 's'}` : ''}`;
-  console.log(`noop${at} (nothing was changed): ${summary}`);
-  for (const note of result.notes) console.log(`  note: ${note}`);
-  for (const problem of p?.problems ?? []) console.log(`  problem   ${problem.id ? `${problem.id}: ` : ''}${problem.message}`);
+  const out = [`noop${at} (nothing was changed): ${summary}`];
+  for (const note of result.notes) out.push(`  note: ${note}`);
+  for (const problem of p?.problems ?? []) out.push(`  problem   ${problem.id ? `${problem.id}: ` : ''}${problem.message}`);
   for (const line of p?.lines ?? []) {
-    console.log(`  would ${line.action.padEnd(8)} ${line.id} (${line.changes.join('; ')})${line.drift ? ' [drift]' : ''}`);
-    for (const d of line.diff ?? []) console.log(`      ${d}`);
+    out.push(`  would ${line.action.padEnd(8)} ${line.id} (${line.changes.join('; ')})${line.drift ? ' [drift]' : ''}`);
+    for (const d of line.diff ?? []) out.push(`      ${d}`);
   }
+  console.log(out.join('\n')); // one write, as printBody
   return code;
 }
 

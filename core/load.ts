@@ -3,10 +3,25 @@
  * file, line and column: YAML syntax errors, duplicate keys, unknown fields and wrong
  * values alike. JSON is YAML 1.2, so reports and token files use the same loader.
  */
-import { isMap, isPair, isScalar, LineCounter, parseDocument, type Document, type Node } from 'yaml';
+import type * as Yaml from 'yaml';
+import type { Document, LineCounter, Node } from 'yaml';
 import type * as z from 'zod';
 import { InvalidInputError, type Problem } from './errors.js';
 import { parsePlainYaml } from './yaml-plain.js';
+
+let yamlLibrary: typeof Yaml | undefined;
+
+/**
+ * The `yaml` library, loaded on first use. Most files take the fast path to plain data
+ * (yaml-plain.ts), so a host's pass whose files all do never loads it: inflating, compiling and
+ * evaluating it was ~25 ms of every cold pass (scripts/build.mjs keeps it packed in the bundle).
+ * A plain `require`, which esbuild resolves into the bundle and vitest provides; both the
+ * `import` and the `require` of 'yaml' are its one CommonJS build, so its nodes are the same
+ * whichever way they were made.
+ */
+export function yaml(): typeof Yaml {
+  return (yamlLibrary ??= require('yaml') as typeof Yaml);
+}
 
 export type Loaded<T> = { ok: true; value: T } | { ok: false; problems: Problem[] };
 
@@ -83,6 +98,7 @@ export function checkYaml<S extends z.ZodType>(data: unknown, parsed: Parsed, sc
 }
 
 function parse(text: string): { doc: Document; lines: LineCounter } {
+  const { LineCounter, parseDocument } = yaml();
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines, uniqueKeys: true, prettyErrors: false, strict: true });
   return { doc, lines };
@@ -96,6 +112,7 @@ export function loadYamlOrThrow<S extends z.ZodType>(text: string, file: string,
 }
 
 function problemsOf(issue: z.core.$ZodIssue, doc: Document, lines: LineCounter, file: string): Problem[] {
+  const { isScalar } = yaml();
   const path = issue.path.filter((k): k is string | number => typeof k !== 'symbol');
   const where = (node: Node | null | undefined) => positionOf(node ?? nearest(doc, path), lines);
   const field = path.length > 0 ? `${path.join('.')}: ` : '';
@@ -126,6 +143,7 @@ function expected(issue: z.core.$ZodIssue): string {
 }
 
 function keyNode(doc: Document, path: (string | number)[], key: string): Node | undefined {
+  const { isMap, isPair, isScalar } = yaml();
   const map = path.length === 0 ? doc.contents : doc.getIn(path, true);
   if (!isMap(map)) return undefined;
   const pair = map.items.find((p) => isPair(p) && isScalar(p.key) && p.key.value === key);
@@ -148,6 +166,7 @@ function positionOf(node: Node | undefined, lines: LineCounter): { line: number;
 
 /** Line and column of the node at `path` in YAML `text` (1:1 when it cannot be found). */
 export function positionIn(text: string, path: (string | number)[]): { line: number; col: number } {
+  const { LineCounter, parseDocument } = yaml();
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines });
   return positionOf(doc.getIn(path, true) as Node | undefined, lines);
@@ -155,6 +174,7 @@ export function positionIn(text: string, path: (string | number)[]): { line: num
 
 /** Line and column of the key `key` of the map at `path` in YAML `text` (the map's place, or 1:1, when there is no such key). */
 export function keyPositionIn(text: string, path: (string | number)[], key: string): { line: number; col: number } {
+  const { LineCounter, parseDocument } = yaml();
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines });
   return positionOf(keyNode(doc, path, key) ?? nearest(doc, path), lines);

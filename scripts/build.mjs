@@ -46,8 +46,12 @@ const common = {
 // a cached declaration does not need): V8 parses every function in a file before it runs any.
 // So in mesh-host each of these libraries is bundled on its own and kept in the file as a
 // string, compiled the first time something requires it (vm.compileFunction, with a file name
-// that says which library a stack frame is in). It is still one file.
-const VENDORED = ['isomorphic-git', 'isomorphic-git/http/node', 'pino', 'yaml', 'zod'];
+// that says which library a stack frame is in). It is still one file. liquidjs, age-encryption (with
+// the @noble libraries it carries) and pino-pretty are ~380 KB of code that most passes never run
+// (templates, secrets, a log drawn for a terminal): their modules require them when first used
+// (core/declaration/template.ts, agent/log.ts) or are imported lazily (the secrets' modules),
+// so that a pass without them neither decodes nor scans them.
+const VENDORED = ['isomorphic-git', 'isomorphic-git/http/node', 'pino', 'yaml', 'zod', 'pino-pretty', 'age-encryption', 'liquidjs'];
 const VENDOR_PACKING = process.env.MESH_BUILD_VENDOR ?? 'brotli';
 const packed = (code) => (VENDOR_PACKING === 'plain' ? JSON.stringify(code) : JSON.stringify('br:' + brotliCompressSync(Buffer.from(code), { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 11, [zlibConstants.BROTLI_PARAM_SIZE_HINT]: code.length } }).toString('base64')));
 const unpack = VENDOR_PACKING === 'plain' ? '' : "if (code.startsWith('br:')) code = require('node:zlib').brotliDecompressSync(Buffer.from(code.slice(3), 'base64')).toString();";

@@ -73,9 +73,20 @@ export function readNode(scope: PassScope, path: string, withContent: boolean): 
     group: nameOf(scope, 'group', st.gid),
   };
   if (kind === 'file') state.size = st.size;
-  if (kind === 'file' && withContent) state.content = readContent(real, st.size).toString('base64');
+  if (kind === 'file' && withContent) state.content = contentOf(scope, real, st).toString('base64');
   if (kind === 'symlink') state.target = readlinkSync(real);
   return state;
+}
+
+/**
+ * The content of the regular file `real` (lstat `st`): what this pass wrote there when the file is
+ * still the one it put in place (the read-back of a write: WriteBatch.written checks the inode,
+ * size and modification time against those right after the write, whose data was made durable
+ * before the rename), else read from the file.
+ */
+function contentOf(scope: PassScope, real: string, st: Stats): Buffer {
+  const written = scope.pass.writes.written(real, st);
+  return written !== undefined ? Buffer.from(written) : readContent(real, st.size);
 }
 
 /** The content of the regular file `real`, `size` bytes long when it was just looked at (one syscall fewer than readFileSync). */

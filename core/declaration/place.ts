@@ -4,11 +4,13 @@
  * order; a block scalar (`|`, `>`) starts on the line after its header, at its indentation.
  * Escapes inside double quotes are not accounted for (the column may be off by their length).
  */
-import { isScalar, Scalar, type LineCounter, type Node } from 'yaml';
+import type { LineCounter, Node } from 'yaml';
+import { yaml } from '../load.js';
 import type { PlaceOf } from './template.js';
 
 /** The PlaceOf of the scalar `node` of the YAML text `source` (1:1 of the file when it is no scalar). */
 export function placeOfScalar(source: string, node: Node | null | undefined, lines: LineCounter): PlaceOf {
+  const { isScalar, Scalar } = yaml();
   if (!isScalar(node) || !node.range) return () => ({ line: 1, col: 1 });
   const [start, end] = node.range;
   const first = lines.linePos(start);

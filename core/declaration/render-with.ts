@@ -18,14 +18,14 @@
  *
  * Every problem is collected; a declaration with any problem applies nothing.
  */
-import { isScalar, type Node } from 'yaml';
+import type { Node } from 'yaml';
 import type { Facts } from '../../schema/facts.js';
 import type { Include, Resource } from '../../schema/declaration.js';
 import { fastDeclarationFile } from '../../schema/declaration-fast.js';
 import { resourceId } from '../../schema/resource-id.js';
 import type { Problem } from '../errors.js';
 import { levelsOf, NOT_DECLARATIONS, type NodePlace } from '../fleet/layout.js';
-import { checkYaml, keyPositionIn, loadYaml, positionIn, readYaml, type Parsed } from '../load.js';
+import { checkYaml, keyPositionIn, loadYaml, positionIn, readYaml, yaml, type Parsed } from '../load.js';
 import { digestOf, type Declaration, type FleetReader } from './declaration.js';
 import { placeOfScalar } from './place.js';
 import { isTemplate, renderTemplate, type PlaceOf, type ScopeName, type TemplateScope } from './template.js';
@@ -246,7 +246,7 @@ function renderFields(data: unknown, parsed: Parsed, scope: TemplateScope, reads
       // Placed only on an error: the document with positions is then built (readYaml's fast path has none).
       const placeOf: PlaceOf = (line, col) => {
         const node = parsed.doc.getIn(path, true) as Node | undefined;
-        return placeOfScalar(parsed.source, isScalar(node) ? node : undefined, parsed.lines)(line, col);
+        return placeOfScalar(parsed.source, yaml().isScalar(node) ? node : undefined, parsed.lines)(line, col);
       };
       const r = renderTemplate(value, scope, parsed.file, placeOf);
       if (!r.ok) {

@@ -6,7 +6,8 @@
  * that names the filters that do print it. Rendering happens once: the values of variables,
  * parameters and facts are data, never parsed as templates themselves.
  */
-import { Liquid, LiquidError } from 'liquidjs';
+import type * as LiquidJs from 'liquidjs';
+import type { Liquid } from 'liquidjs';
 import type { Problem } from '../errors.js';
 
 /** What a template sees. */
@@ -29,9 +30,15 @@ export type PlaceOf = (line: number, col: number) => { line: number; col: number
 /** `secrets`: the names of the secrets it read, when it read any. */
 export type Rendered = { ok: true; text: string; reads: ScopeName[]; secrets?: string[] } | { ok: false; problem: Problem };
 
+/**
+ * LiquidJS, loaded when a first template is rendered (a plain `require`, resolved into the bundle
+ * by esbuild, which keeps it packed: scripts/build.mjs): most passes render none.
+ */
+let liquidjs: typeof LiquidJs | undefined;
+
 /** The Liquid engine, made when a first template is rendered: building it costs ~15 ms, and most passes render none. */
 let built: Liquid | undefined;
-const engine = (): Liquid => (built ??= new Liquid({
+const engine = (): Liquid => (built ??= new (liquidjs ??= require('liquidjs') as typeof LiquidJs).Liquid({
   strictVariables: true,
   strictFilters: true,
   lenientIf: true,
@@ -72,7 +79,7 @@ function problemOf(e: unknown, scope: TemplateScope, file: string, placeOf: Plac
   const raw = e instanceof Error ? e.message : String(e);
   // LiquidJS ends its messages with ", line:L, col:C" of the template; the place goes first in ours.
   const at = /, line:(\d+), col:(\d+)$/.exec(raw);
-  const [line, col] = at ? [Number(at[1]), Number(at[2])] : e instanceof LiquidError && e.token ? e.token.getPosition() : [1, 1];
+  const [line, col] = at ? [Number(at[1]), Number(at[2])] : liquidjs && e instanceof liquidjs.LiquidError && e.token ? e.token.getPosition() : [1, 1];
   const message = (at ? raw.slice(0, at.index) : raw).replace(/^undefined variable: /, 'unknown variable ');
   return { file, ...placeOf(line!, col!), message: hint(message, scope) };
 }
