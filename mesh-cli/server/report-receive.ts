@@ -83,7 +83,12 @@ export function reportReceiver(): ReportReceiver {
     const count = (taken.get(dir) ?? 0) + 1;
     taken.set(dir, count);
     if (count % GC_EVERY !== 0 || gcs.has(dir) || closed) return;
-    const child = spawnGit(dir, ['-c', 'gc.autoDetach=false', 'gc', '--auto', '--quiet']);
+    let child: ChildProcess & { stdin: NodeJS.WritableStream; stdout: NodeJS.ReadableStream; stderr: NodeJS.ReadableStream };
+    try {
+      child = spawnGit(dir, ['-c', 'gc.autoDetach=false', 'gc', '--auto', '--quiet']);
+    } catch {
+      return; // the push has landed; its gc waits for the next one
+    }
     gcs.set(dir, child);
     child.stdin.end();
     child.stdout.resume();
@@ -92,19 +97,28 @@ export function reportReceiver(): ReportReceiver {
     child.on('close', () => gcs.delete(dir));
   };
 
+  /** receive(), which may throw. */
+  const take = async (dir: string, node: string, push: PushCommands, body: Buffer): Promise<Buffer | null> => {
+    const update = push.updates[0];
+    if (closed || !update || push.updates.length !== 1 || push.shallow || update.ref !== reportRef(node)) return null;
+    if (!push.capabilities.every((c) => CAPABILITY.test(c))) return null;
+    const hash = await hashOf(dir);
+    if (hash === null || update.new.length !== hexLength(hash) || update.old.length !== hexLength(hash)) return null;
+    const objects = readPack(body.subarray(push.headLength), hash);
+    const reached = objects && reach(objects, update.new, hash);
+    if (!objects || !reached || reached.order.length !== objects.size) return null;
+    if (!(await land(dir, update, objects, reached, hash))) return null;
+    collect(dir);
+    return acceptedResult(push.updates, push.capabilities);
+  };
+
   return {
     async receive(dir, node, push, body) {
-      const update = push.updates[0];
-      if (closed || !update || push.updates.length !== 1 || push.shallow || update.ref !== reportRef(node)) return null;
-      if (!push.capabilities.every((c) => CAPABILITY.test(c))) return null;
-      const hash = await hashOf(dir);
-      if (hash === null || update.new.length !== hexLength(hash) || update.old.length !== hexLength(hash)) return null;
-      const objects = readPack(body.subarray(push.headLength), hash);
-      const reached = objects && reach(objects, update.new, hash);
-      if (!objects || !reached || reached.order.length !== objects.size) return null;
-      if (!(await land(dir, update, objects, reached, hash))) return null;
-      collect(dir);
-      return acceptedResult(push.updates, push.capabilities);
+      try {
+        return await take(dir, node, push, body);
+      } catch {
+        return null; // anything unforeseen (a config that cannot be read, say): git decides, as it did before
+      }
     },
     async close() {
       closed = true;
@@ -125,7 +139,8 @@ const WATCHED = ['core.logallrefupdates', 'core.sharedrepository', 'receive.fsck
 async function readSettings(dir: string): Promise<Hash | null> {
   let text: string;
   try {
-    text = (await gitBytes(dir, ['--git-dir=.', 'config', '--get-regexp', '^(extensions\\.objectformat|core\\.logallrefupdates|core\\.sharedrepository|receive\\.fsckobjects|transfer\\.fsckobjects|receive\\.denynonfastforwards|receive\\.updateserverinfo)$'])).toString('utf8');
+    const keys = ['extensions.objectformat', ...WATCHED].map((key) => key.replace('.', '\\.'));
+    text = (await gitBytes(dir, ['--git-dir=.', 'config', '--get-regexp', `^(${keys.join('|')})$`])).toString('utf8');
   } catch (e) {
     // Exit 1 is "no such setting": git's defaults hold.
     if ((e as { data?: { code?: number } }).data?.code !== 1) return null;
