@@ -18,7 +18,7 @@ export const HostConfig = z.strictObject({
   generation: z.number().int().nonnegative(),
   /** Where the host polls and fetches main (and pushes its reports, unless `pushUrl` says otherwise). Nothing in the git cache overrides it. */
   url: z.string(),
-  /** Where reports are pushed when `url` is a read-only mirror (set by hand). */
+  /** Where reports are pushed instead of `url`: the node's report shard (from the token, when mesh.yaml shards reports), or set by hand when `url` is read-only. */
   pushUrl: z.string().optional(),
   /** Read mirrors of `url` (from the token): main is polled and fetched from the first that answers, then from `url`. */
   mirrors: z.array(z.string()).optional(),

@@ -29,7 +29,8 @@ import type { Fleet } from './fleet.js';
 import { git } from './git.js';
 import { commitOf, linkFromText, linkOf, reportView, tipOf } from './report-objects.js';
 import { readTexts, writeTexts, type ReportTexts } from './report-texts.js';
-import { openRemote, type GitObject, type Remote } from './status/git-remote.js';
+import { openRemote, openStore, type GitObject, type Remote } from './status/git-remote.js';
+import { shardedRemote, shardSources } from './status/shards.js';
 import {
   damagedNote, DamagedIndex, indexFiles, readIndex, recordJson, reportsLine, writeIndex,
   type IndexFile, type IndexFiles, type NodeRecord, type ReportIndex, type TipRecord,
@@ -67,10 +68,18 @@ export interface Network {
   onMain?(places: Promise<Map<string, string | null>>): void;
 }
 
-/** Origin's report branches as status reads them, the fetched objects kept beside the index (status/git-remote.ts). */
+/**
+ * The report branches as status reads them (origin's, or each node's on its shard when mesh.yaml
+ * shards them: status/shards.ts), the fetched objects kept beside the index (status/git-remote.ts).
+ */
 export async function openReportStore(fleet: Fleet): Promise<Remote> {
   const files = await indexFiles(fleet);
-  return openRemote(fleet.dir, { store: files.store, config: files.config });
+  const paths = { store: files.store, config: files.config };
+  const store = openStore(fleet.dir, paths);
+  const [origin, shards] = await Promise.all([openRemote(fleet.dir, paths, 'origin', store), shardSources(fleet)]);
+  if (!shards) return origin;
+  const remotes = await Promise.all(shards.map((s) => openRemote(fleet.dir, paths, s.remote, store)));
+  return shardedRemote(origin, remotes, shards.map((s) => s.url), (line) => console.error(line));
 }
 
 /** Bring the index up to date (with origin when `network`), verify what changed, and keep it. */
@@ -200,7 +209,7 @@ function planFetch(seen: Map<string, string>, tips: Map<string, string> | null):
 function fetch(remote: Remote, batches: Batch[]): Array<Promise<void>> {
   const slot = slots(FETCHES);
   return batches.map(({ tips, deepen }) => {
-    const got = slot(() => remote.fetchTips({ wants: tips.map(([, oid]) => oid), deepen }));
+    const got = slot(() => remote.fetchTips({ wants: tips.map(([, oid]) => oid), nodes: tips.map(([node]) => node), deepen }));
     got.catch(() => undefined); // awaited in order by the read stage
     return got;
   });
@@ -301,7 +310,7 @@ async function readStale(nodes: Record<string, NodeRecord>, read: ReadOut, ctx: 
   const texts = new Map<string, ReportTexts>();
   const lost = stale.filter(([node, r]) => ctx.textOf(node)?.commit !== r.tip.commit);
   if (lost.length && ctx.remote) {
-    const objects = await ctx.remote.fetchObjects({ wants: lost.map(([, r]) => r.tip.commit), deepen: 1 });
+    const objects = await ctx.remote.fetchObjects({ wants: lost.map(([, r]) => r.tip.commit), nodes: lost.map(([node]) => node), deepen: 1 });
     for (const [node, r] of lost) {
       const { status, sig } = tipOf(objects, r.tip.commit);
       if (commitOf(objects, r.tip.commit)) texts.set(node, { commit: r.tip.commit, status, sig });
@@ -345,7 +354,7 @@ async function verified(submit: Submit): Promise<Verdicts> {
 /** Stage 5's input: what lies between each gapped node's old tip and its new tip's parent. */
 async function fetchGaps(remote: Remote, read: ReadOut, known: Record<string, NodeRecord>): Promise<Map<string, GitObject>> {
   if (read.gapped.length === 0) return new Map();
-  return remote.fetchObjects({ wants: read.gapped.map((node) => read.records.get(node)!.tip.parent!), haves: read.gapped.map((node) => known[node]!.tip.commit) });
+  return remote.fetchObjects({ wants: read.gapped.map((node) => read.records.get(node)!.tip.parent!), nodes: read.gapped, haves: read.gapped.map((node) => known[node]!.tip.commit) });
 }
 
 /** Stage 5: each changed branch's chain verdict, against the tip seen before (chain.ts). */

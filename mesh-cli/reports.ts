@@ -73,7 +73,7 @@ export async function branchReports(fleet: Fleet, node: string, depth: number, f
       const [refs] = await Promise.all([remote.lsRefs([reportRef(node)]), fetchMain(fleet)]);
       tip = refs.get(reportRef(node));
       if (!tip) return null;
-      objects = await remote.fetchObjects({ wants: [tip], deepen: depth });
+      objects = await remote.fetchObjects({ wants: [tip], nodes: [node], deepen: depth });
     } else {
       tip = (await reportIndex(fleet)).get(node)?.commit;
       if (!tip) return null;

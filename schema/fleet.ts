@@ -14,6 +14,16 @@ export const MeshConfig = z.strictObject({
   trust: z.enum(['signed', 'none']).default('signed'),
   signers: z.array(z.strictObject({ name: z.string().min(1), key: sshKey })).default([]),
   packages: z.strictObject({ url: z.string().url() }).optional(),
+  /**
+   * Where the report branches live when one repository is not enough: `shards`, the URLs of K
+   * repositories (each holding a copy of main, kept by `mesh-cli mirror sync`). A node's branch is
+   * in the shard core/report/shard.ts picks by its name; without `reports`, in the fleet repository.
+   */
+  reports: z
+    .strictObject({
+      shards: z.array(z.string().url()).min(1).refine((urls) => new Set(urls).size === urls.length, { message: 'each shard is listed once: a URL named twice would take nodes from both places' }),
+    })
+    .optional(),
   host: z
     .strictObject({
       interval: z.string().regex(/^\d+(ms|s|m|h)$/).optional(),

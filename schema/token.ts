@@ -8,6 +8,8 @@ export const TokenFile = z.strictObject({
   url: z.string().min(1),
   /** Read mirrors of `url`: hosts poll and fetch main from the first that answers, and push their reports to `url`. */
   mirrors: z.array(z.string().min(1)).optional(),
+  /** Where the host pushes its reports when mesh.yaml shards them: its shard's URL (absent: `url`). */
+  reports: z.string().min(1).optional(),
   node: NodeName,
   generation: z.number().int().nonnegative(),
   /** The token's private key (PKCS8 PEM). Its public half is in nodes/<node>/node.yaml. */

@@ -16,8 +16,11 @@ const REPORT = { kind: 'reconcile', digest: `sha256:${'0'.repeat(64)}`, outcome:
   resources: ['directory:/srv/app', 'file:/etc/motd', 'file:/srv/app/app.ini', 'file:/srv/app/revision'].map((id) => ({ id, result: 'unchanged' })),
   counts: { changed: 0, drift: 0, failed: 0, unchanged: 4 } };
 
-/** Run phase 2 with `n` nodes. */
-export async function bigFleet(sim, { n, work, bare, server, open, statusRun }) {
+/** Status runs with every report changed over the report shards (median of these). */
+const SHARDED_EVERY = 3;
+
+/** Run phase 2 with `n` nodes (`shards` > 0: status again with the reports in that many shard repositories beside `bare`). */
+export async function bigFleet(sim, { n, work, bare, server, open, statusRun, shards = 0 }) {
   mkdirSync(work, { recursive: true });
   const out = { nodes: n, setup: {} };
   const clock = () => performance.now() / 1000;
@@ -35,11 +38,12 @@ export async function bigFleet(sim, { n, work, bare, server, open, statusRun }) 
   // The generator (this process, ~1 GB of keys and objects) collects its garbage for a second or
   // two after a round; status is timed after that, as it would run on an operator's machine.
   const settle = () => new Promise((resolve) => setTimeout(resolve, 2000));
-  const reportRound = async (round, who = keys) => {
+  const reportRound = async (round, who = keys, { push = true } = {}) => {
     progress(`report round ${round}: ${who.length} reports made by the report code, one git push`);
     const t0 = clock();
     await sim.generateReports(scratch, who, main, REPORT, new Date(now.getTime() + round * 15 * 60_000));
     const t1 = clock();
+    if (!push) return { generateS: t1 - t0 };
     git(scratch, ['push', '--quiet', '--force', bare, 'refs/heads/reports/*:refs/heads/reports/*']);
     git(bare, ['pack-refs', '--all']);
     const pushed = clock();
@@ -80,9 +84,51 @@ export async function bigFleet(sim, { n, work, bare, server, open, statusRun }) 
   out.statusTenth = await statusRun(checkout, n);
   progress('mesh-cli status: nothing changed');
   out.statusSame = await statusRun(checkout, n);
+  if (shards > 0) out.sharded = await shardedStatus(sim, { k: shards, n, work, bare, server, keys, scratch, main, statusRun, reportRound, rounds: 3 + EVERY_CHANGED });
   progress(`${SAMPLE} sample hosts on mesh-cli serve, then ${SAMPLE} more on mesh-cli serve --open`);
   out.hidden = await sample(sim, { work: join(work, 'hidden'), server, bare, keys: keys.slice(0, SAMPLE), tune: true });
   out.plain = await sample(sim, { work: join(work, 'plain'), server: open, bare, keys: keys.slice(SAMPLE, 2 * SAMPLE) });
+  return out;
+}
+
+/**
+ * Status with the reports sharded over `k` repositories on the same server (mesh.yaml
+ * `reports.shards`; each node's branch in the shard core/report/shard.ts picks): a new checkout
+ * of main naming them, its first run, then SHARDED_EVERY runs with every report changed. The
+ * shards live beside `bare` and are served by the same `mesh-cli serve`.
+ */
+async function shardedStatus(sim, { k, n, work, bare, server, keys, scratch, main, statusRun, reportRound, rounds }) {
+  const data = join(bare, '..');
+  const names = Array.from({ length: k }, (_, i) => `fleet-reports-${i}.git`);
+  for (const name of names) git(data, ['init', '--quiet', '--bare', '--initial-branch=main', name]);
+  const mesh = `name: bench\nmainBranch: main\ntrust: none\nsigners: []\nreports:\n  shards:\n${names.map((x) => `    - ${server.url}${x}\n`).join('')}`;
+  const sharded = commitFiles(bare, { 'mesh.yaml': mesh }, `reports in ${k} shards`, git(bare, ['rev-parse', 'main']));
+  const bySharding = names.map((_, i) => keys.filter((key) => sim.shardOf(key.node, k) === i).map((key) => key.node));
+  /** The scratch repository's report branches, each node's to its shard (the whole of it, one push per shard). */
+  const spread = () => {
+    names.forEach((name, i) => {
+      git(scratch, ['push', '--quiet', '--force', join(data, name), ...bySharding[i].map((node) => `refs/heads/reports/${node}:refs/heads/reports/${node}`)]);
+      git(join(data, name), ['pack-refs', '--all']);
+    });
+  };
+  progress(`report shards: ${k} repositories of ${bySharding.map((x) => x.length).join(', ')} nodes`);
+  for (const name of names) git(bare, ['push', '--quiet', join(data, name), 'main']);
+  spread();
+  const checkout = join(work, 'operator-sharded');
+  git(work, ['clone', '--quiet', `${server.operatorUrl}fleet.git`, checkout]);
+  const out = { shards: k, nodesPerShard: bySharding.map((x) => x.length), main: sharded };
+  progress(`mesh-cli status over ${k} shards, first run in a new checkout`);
+  out.statusCold = await statusRun(checkout, n);
+  out.statusEvery = [];
+  for (let round = 0; round < SHARDED_EVERY; round++) {
+    await reportRound(rounds + round, keys, { push: false });
+    spread();
+    progress(`mesh-cli status over ${k} shards: every report changed since the last run (${round + 1} of ${SHARDED_EVERY})`);
+    out.statusEvery.push(await statusRun(checkout, n));
+  }
+  out.status = [...out.statusEvery].sort((x, y) => x.totalS - y.totalS)[SHARDED_EVERY >> 1];
+  // main back as it was, for the sample hosts that follow (their reports go to the fleet repository).
+  git(bare, ['update-ref', 'refs/heads/main', main]);
   return out;
 }
 

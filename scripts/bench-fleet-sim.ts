@@ -20,6 +20,7 @@ import { PLACEHOLDER_FACTS } from '../schema/facts.js';
 
 export { nodeKeys, identityYaml, declarationYaml, type NodeKeys } from './bench-fleet-keys.js';
 export { generateReports } from './bench-fleet-generate.js';
+export { shardOf } from '../core/report/shard.js';
 
 /** One simulated host: its own git dir, HTTP client (and meter), store and node key. */
 export class SimHost {

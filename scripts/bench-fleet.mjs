@@ -5,7 +5,8 @@
 // poll, the push and `mesh-cli status` at that size; phase 3 measures report growth per node
 // per day; phase 4 compares what a host's changed poll downloads with the nodes in groups
 // against all in nodes/ (bench-fleet-layout.mjs). Prints a table and writes bench-results/fleet.json.
-// Options: --nodes N (phase 1, 0 skips), --big N (phase 2, 0 skips), --layout N and --groups G
+// Options: --nodes N (phase 1, 0 skips), --big N (phase 2, 0 skips; --shards K, default 4: status
+// again with the reports in K shard repositories, 0 skips), --layout N and --groups G
 // (phase 4, default 2,000 nodes in 40 groups, 0 skips); MESH_DIST (built CLIs), MESH_BENCH_DIR
 // (default /dev/shm), MESH_BENCH_KEEP=1 keeps the work folder.
 import { spawnSync } from 'node:child_process';
@@ -29,6 +30,7 @@ const nodes = arg('--nodes', 1000);
 const big = arg('--big', 10_000);
 const layout = arg('--layout', 2000);
 const groups = arg('--groups', 40);
+const shards = arg('--shards', 4);
 if (!existsSync(cli)) throw new Error(`${cli} is missing: build first (node scripts/build.mjs)`);
 
 // tmpfs when there is one: this VM's disk takes ~4 ms per ref lock, which would measure the disk, not git.
@@ -82,7 +84,7 @@ try {
   if (big > 0) {
     const served1 = await served('big');
     const open = await served('big', { open: true, data: served1.data });
-    results.big = await bigFleet(sim, { n: big, work: join(work, 'big'), bare: served1.bare, server: served1.server, open: open.server, statusRun: (c, n) => statusRun(c, n, served1.server) });
+    results.big = await bigFleet(sim, { n: big, work: join(work, 'big'), bare: served1.bare, server: served1.server, open: open.server, statusRun: (c, n) => statusRun(c, n, served1.server), shards });
   }
   if (layout > 0) results.layout = await layouts(sim, { n: layout, groups, work: join(work, 'layout'), served });
   results.totalS = (performance.now() - started) / 1000;

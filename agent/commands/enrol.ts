@@ -72,8 +72,11 @@ async function enrolLocked(token: TokenFile, tokenFile: string, paths: HostPaths
   const { main, identity, declared } = await readMain(paths.gitdir + '.enrol', http, token, ctx.now(), collectFacts(paths.root)).catch((e: unknown) => {
     throw tokenRefused(e, token) ?? e;
   });
-  const repo = await openFleetRepo(paths.gitdir, token.url, http);
-  const last = await lastReport(repo, token.node, token.generation);
+  // Reports go to the node's shard when mesh.yaml shards them (the token names it), and so does the read of the last one.
+  const repo = await openFleetRepo(paths.gitdir, token.url, http, token.reports ? { pushUrl: token.reports } : {});
+  const last = await lastReport(repo, token.node, token.generation).catch((e: unknown) => {
+    throw tokenRefused(e, token) ?? e; // a report shard that has not been given main yet does not know the credential
+  });
 
   const tokenKey = decodePrivateKey(token.secret);
   const nodeKeys = generateKeyPair();
@@ -94,6 +97,7 @@ async function enrolLocked(token: TokenFile, tokenFile: string, paths: HostPaths
     generation: token.generation,
     url: token.url,
     ...(token.mirrors?.length ? { mirrors: token.mirrors } : {}),
+    ...(token.reports ? { pushUrl: token.reports } : {}),
     mainBranch: token.mainBranch,
     nodeKey,
     tokenKey: sshPublicKey(publicKeyOf(tokenKey)),
@@ -112,7 +116,7 @@ async function enrolLocked(token: TokenFile, tokenFile: string, paths: HostPaths
   const age = await newIdentity(); // a new identity at every enrolment: secrets encrypted to the old one wait for 'mesh-cli secret rekey'
   const oid = await recordReport(repo, store, buildReport(config, store, body, ctx.now(), age.recipient), nodeKeys.privateKey);
   await sendReports(repo, store, token.node).catch((e: unknown) => {
-    throw enrolmentRefused(e, token) ?? e;
+    throw enrolmentRefused(e, token) ?? tokenRefused(e, token) ?? e;
   });
 
   writeNodeKey(paths, nodeKeys.privateKey);

@@ -50,7 +50,7 @@ export function tokenRefused(e: unknown, token: TokenFile): MeshError | null {
   if (!(e instanceof MeshError) || status !== 401) return null;
   return new MeshError(
     'E_TOKEN_REFUSED',
-    `the fleet server refused this token's git credential (${token.node} generation ${token.generation}, HTTP 401): push the commit that issued the token (git push in the fleet checkout) and enrol again. ` +
+    `the fleet server refused this token's git credential (${token.node} generation ${token.generation}, HTTP 401): push the commit that issued the token (git push in the fleet checkout)${token.reports ? `, sync main to this node's report shard ${token.reports} (mesh-cli mirror sync)` : ''} and enrol again. ` +
       `If it was pushed, a newer token was issued (or the node revoked) since, which revoked this one: use the newest token or issue a new one with 'mesh-cli token issue ${token.node}'`,
     { next: 'human', cause: e },
   );

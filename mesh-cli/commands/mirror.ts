@@ -5,11 +5,17 @@
  * untrusted as any server: hosts check main's signatures whatever served it; a mirror that falls
  * behind only delays its hosts. Run it after each push of main (from CI, or a post-receive hook
  * on the fleet server: docs/scale.md).
+ *
+ * Without URLs it syncs the report shards mesh.yaml names (`reports.shards`): each holds a copy of
+ * main, from which the server there reads the node credentials, so a new token works on a shard
+ * once main is synced to it. Each shard is reached with the operator credential status uses
+ * (status/shards.ts).
  */
 import type { Command } from 'commander';
 import { MeshError, messageOf } from '../../core/errors.js';
 import { openFleet, type Fleet } from '../fleet.js';
 import { git } from '../git.js';
+import { shardSources } from '../status/shards.js';
 import { withoutCredentials } from './token.js';
 
 export interface Synced {
@@ -40,11 +46,14 @@ export function mirrorCommand(program: Command): void {
     .command('mirror')
     .description('read mirrors of the fleet server')
     .command('sync')
-    .description("push the fleet server's main to each read mirror")
-    .argument('<url...>', "each mirror's repository URL, with an operator credential of that server where it needs one")
+    .description("push the fleet server's main to each read mirror (none named: to each report shard of mesh.yaml)")
+    .argument('[url...]', "each mirror's repository URL, with an operator credential of that server where it needs one")
     .option('--json', 'print the result as JSON')
-    .action(async (urls: string[], o: { json?: boolean }) => {
-      const synced = await syncMirrors(await openFleet(process.cwd()), urls);
+    .action(async (named: string[], o: { json?: boolean }) => {
+      const fleet = await openFleet(process.cwd());
+      const urls = named.length ? named : (await shardSources(fleet))?.map((s) => s.remote);
+      if (!urls) throw new MeshError('E_NO_MIRRORS', "name the mirrors to sync (mesh-cli mirror sync URL...), or list the report shards in mesh.yaml's reports.shards", { next: 'human' });
+      const synced = await syncMirrors(fleet, urls);
       if (o.json) console.log(JSON.stringify(synced));
       else for (const m of synced.mirrors) console.log(m.ok ? `${m.url}: main at ${synced.main.slice(0, 12)}` : `${m.url}: not synced: ${m.error}`);
       const failed = synced.mirrors.filter((m) => !m.ok);

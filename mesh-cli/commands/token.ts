@@ -20,6 +20,7 @@ import { encodePrivateKey, generateKeyPair, sshPublicKey } from '../../core/sign
 import { NODE_NAME, NodeIdentity } from '../../schema/fleet.js';
 import { loadYamlOrThrow } from '../../core/load.js';
 import { MAX_GROUP_DEPTH, NODES } from '../../core/fleet/layout.js';
+import { shardOf } from '../../core/report/shard.js';
 import type { TokenFile } from '../../schema/token.js';
 import { commitPaths, originUrl, type Fleet } from '../fleet.js';
 import { placeOfNode } from '../layout.js';
@@ -64,6 +65,8 @@ export async function issueToken(fleet: Fleet, node: string, opts: { url?: strin
     ...earlierKeys(previous),
     ...(password ? { credential: { sha256: passwordHash(password), crypt: shaCrypt(password) } } : {}),
   };
+  const shards = fleet.config.reports?.shards;
+  const reports = shards ? withoutCredentials(shards[shardOf(node, shards.length)]!) : null;
   const file = writeIdentity(fleet, identity, 'token issue', dir);
   const commit = await commitPaths(fleet.dir, [file], `token: issue ${node} generation ${identity.generation}`);
   const token: TokenFile = {
@@ -71,6 +74,7 @@ export async function issueToken(fleet: Fleet, node: string, opts: { url?: strin
     version: 1,
     url,
     ...(opts.mirrors?.length ? { mirrors: opts.mirrors.map(withoutCredentials) } : {}),
+    ...(reports ? { reports } : {}),
     node,
     generation: identity.generation,
     secret: encodePrivateKey(keys.privateKey),
@@ -81,7 +85,7 @@ export async function issueToken(fleet: Fleet, node: string, opts: { url?: strin
     ...(tlsPin ? { tlsPin } : {}),
     ...(password ? { credential: { username: node, password } } : {}),
   };
-  const text = `# mesh enrolment token for ${node}: carry it to the machine and run\n#   mesh-host enrol --token-file FILE\n# It holds secrets (the token key${password ? " and the node's git credential" : ''}): keep it private and delete it once used.\n# It is shown once, expires ${expires}, and is valid once the commit ${commit.slice(0, 12)} is pushed.\n${stringify(token)}`;
+  const text = `# mesh enrolment token for ${node}: carry it to the machine and run\n#   mesh-host enrol --token-file FILE\n# It holds secrets (the token key${password ? " and the node's git credential" : ''}): keep it private and delete it once used.\n# It is shown once, expires ${expires}, and is valid once the commit ${commit.slice(0, 12)} is pushed${reports ? ` and main is synced to its report shard ${reports} (mesh-cli mirror sync)` : ''}.\n${stringify(token)}`;
   return { token, text, commit };
 }
 

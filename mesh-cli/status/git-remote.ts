@@ -38,12 +38,17 @@ export interface Remote {
    * Fetch `wants` (`deepen` commits deep, or down to `haves`) and read each fetched commit with
    * its tree, status.json and signature, by oid.
    */
-  fetchObjects(opts: { wants: string[]; haves?: string[]; deepen?: number }): Promise<Map<string, GitObject>>;
+  fetchObjects(opts: { wants: string[]; haves?: string[]; deepen?: number } & Owners): Promise<Map<string, GitObject>>;
   /** The fetch alone, `deepen` commits deep from each of `wants`, into the store: readObjects reads what it brought, in parts as the caller wants them. */
-  fetchTips(opts: { wants: string[]; deepen: number }): Promise<void>;
+  fetchTips(opts: { wants: string[]; deepen: number } & Owners): Promise<void>;
   /** The same read, of what the store already holds (nothing fetched): `deepen` commits from each of `wants`. */
   readObjects(opts: { wants: string[]; deepen: number }): Promise<Map<string, GitObject>>;
   close(): Promise<void>;
+}
+
+/** The node whose report branch each want comes from (`nodes[i]` for `wants[i]`): where reports are sharded, it says which shard to fetch it from (status/shards.ts). */
+export interface Owners {
+  nodes?: string[];
 }
 
 /** Packs the store may hold before it is emptied at the start of a run. */
@@ -53,21 +58,14 @@ const MAX_PACKS = 40;
  * The remote `name` of the checkout at `dir`; `store` is the folder for the fetched objects'
  * repository, `config` the checkout's config file, `format` its object format (sha1, sha256).
  */
-export async function openRemote(dir: string, paths: { store: string; config: string }, name = 'origin'): Promise<Remote> {
+export async function openRemote(dir: string, paths: { store: string; config: string }, name = 'origin', store: Promise<string> = openStore(dir, paths)): Promise<Remote> {
   // The remote's URL is asked for only to say where a failure was (one git process less a run).
-  const where = async () => `remote '${name}' (${withoutCredential(await gitBytes(dir, ['remote', 'get-url', name]).then((b) => b.toString('utf8').trim(), () => ''))})`;
+  const where = async () => /[:/]/.test(name) ? withoutCredential(name) : `remote '${name}' (${withoutCredential(await gitBytes(dir, ['remote', 'get-url', name]).then((b) => b.toString('utf8').trim(), () => ''))})`;
   const repo = join(paths.store, 'reports.git');
   const objects = join(repo, 'objects');
-  // The store is made (or emptied) once the checkout's object format is known; listing origin's refs does not wait for it.
-  const storeConfig = gitBytes(dir, ['rev-parse', '--show-object-format']).then((b) => b.toString('utf8').trim(), () => 'sha1').then((format) => {
-    const config = `[include]\n\tpath = ${paths.config}\n[core]\n\trepositoryformatversion = 1\n\tbare = true\n[extensions]\n\tobjectFormat = ${format}\n`;
-    prepareStore(repo, config);
-    return config;
-  });
-  storeConfig.catch(() => undefined); // awaited by every read and fetch
   let reader: CatFileBatch | null = null;
   const read = async (specs: string[]) => {
-    await storeConfig;
+    await store;
     return (reader ??= catFileBatch(dir, [`--git-dir=${repo}`], { maxBlob: MAX_REPORT_FILE })).read(specs);
   };
   const readReports = (commits: string[]) => readReportObjects(commits, read);
@@ -93,7 +91,7 @@ export async function openRemote(dir: string, paths: { store: string; config: st
    * `deepen`, the commits it brought (rev-list).
    */
   const fetchInto = async (wants: string[], had: string[], deepen: number | undefined): Promise<string[] | null> => {
-    const config = await storeConfig;
+    const config = await store;
     const lane = mkdtempSync(join(paths.store, 'fetch-'));
     try {
       mkdirSync(join(lane, 'refs'));
@@ -137,6 +135,22 @@ export async function openRemote(dir: string, paths: { store: string; config: st
       await reader?.close();
     },
   };
+}
+
+/**
+ * The report store of the checkout at `dir` (its config, once made or emptied), shared by every
+ * Remote that fetches into it: made once the checkout's object format is known, so that listing
+ * refs does not wait for it. `name` in openRemote may then be a remote or a URL.
+ */
+export function openStore(dir: string, paths: { store: string; config: string }): Promise<string> {
+  const repo = join(paths.store, 'reports.git');
+  const storeConfig = gitBytes(dir, ['rev-parse', '--show-object-format']).then((b) => b.toString('utf8').trim(), () => 'sha1').then((format) => {
+    const config = `[include]\n\tpath = ${paths.config}\n[core]\n\trepositoryformatversion = 1\n\tbare = true\n[extensions]\n\tobjectFormat = ${format}\n`;
+    prepareStore(repo, config);
+    return config;
+  });
+  storeConfig.catch(() => undefined); // awaited by every read and fetch
+  return storeConfig;
 }
 
 /**

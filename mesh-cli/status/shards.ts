@@ -1,0 +1,124 @@
+/**
+ * Status over report shards (mesh.yaml `reports.shards`): each node's report branch is read from
+ * the shard core/report/shard.ts picks for it, and from nowhere else; main from origin. The shards
+ * are listed at once and fetched in parallel, each into the one report store (git-remote.ts), so
+ * the stages of report-index.ts see one Remote.
+ *
+ * The operator's credential for a shard: that of the checkout's remote whose URL is the shard's
+ * (`git remote add reports-1 https://operator:SECRET@host/fleet-reports-1.git`); else origin's,
+ * when the shard is on origin's server (scheme, host and port); else none in the URL, for git's
+ * credential helpers.
+ */
+import { shardOf } from '../../core/report/shard.js';
+import { REPORT_REFS } from '../../core/report/branch.js';
+import { MeshError } from '../../core/errors.js';
+import type { Fleet } from '../fleet.js';
+import { git } from '../git.js';
+import type { GitObject, Remote } from './git-remote.js';
+
+/** One shard as status reaches it: its URL as mesh.yaml names it, and the remote or URL (with the credential) git is given. */
+export interface ShardSource {
+  url: string;
+  remote: string;
+}
+
+/** The shards of `fleet` (null: its reports are not sharded), each with what git is given to reach it. */
+export async function shardSources(fleet: Fleet): Promise<ShardSource[] | null> {
+  const shards = fleet.config.reports?.shards;
+  if (!shards) return null;
+  const urls = new Map<string, string>();
+  const listed = await git(fleet.dir, ['config', '--get-regexp', '^remote\\..*\\.url$']).catch(() => '');
+  for (const line of listed.split('\n')) {
+    const m = /^remote\.(.+)\.url (.+)$/.exec(line);
+    if (m) urls.set(m[1]!, m[2]!);
+  }
+  const named = new Map([...urls].map(([name, url]) => [plainUrl(url), name]));
+  const origin = urls.get('origin');
+  return shards.map((url) => ({ url: plainUrl(url), remote: named.get(plainUrl(url)) ?? withCredentialOf(url, origin) }));
+}
+
+/** `url` with `origin`'s user and password when both are on the same server; else as it is. */
+function withCredentialOf(url: string, origin: string | undefined): string {
+  try {
+    const shard = new URL(url);
+    const from = new URL(origin ?? '');
+    if (shard.protocol !== from.protocol || shard.host !== from.host || shard.username || !from.username) return url;
+    shard.username = from.username;
+    shard.password = from.password;
+    return shard.toString();
+  } catch {
+    return url;
+  }
+}
+
+/** `url` without a credential and without a trailing slash, to compare two. */
+function plainUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    u.username = '';
+    u.password = '';
+    return u.toString().replace(/\/$/, '');
+  } catch {
+    return url.replace(/\/$/, '');
+  }
+}
+
+/**
+ * One Remote over `origin` (main) and `shards` (the report branches; `urls[i]` names shard i): a
+ * node's branch counts only on its own shard. A branch found on another shard (a host enrolled
+ * before `reports.shards` changed, or pushed there by hand) is not read, and `note` says so once.
+ */
+export function shardedRemote(origin: Remote, shards: Remote[], urls: string[], note: (line: string) => void): Remote {
+  const k = shards.length;
+  /** `wants` (with their nodes) split by shard: each non-empty part with its shard. */
+  const split = (wants: string[], nodes: string[] | undefined): Array<[Remote, string[], string[]]> => {
+    if (!nodes || nodes.length !== wants.length) throw new MeshError('E_INTERNAL', 'a sharded report fetch was asked for commits without their nodes');
+    const parts = new Map<number, [string[], string[]]>();
+    wants.forEach((want, i) => {
+      const s = shardOf(nodes[i]!, k);
+      const part = parts.get(s) ?? parts.set(s, [[], []]).get(s)!;
+      part[0].push(want);
+      part[1].push(nodes[i]!);
+    });
+    return [...parts].map(([s, [w, n]]) => [shards[s]!, w, n]);
+  };
+  return {
+    async lsRefs(prefixes) {
+      const reports = prefixes.filter((p) => p.startsWith(REPORT_REFS));
+      const others = prefixes.filter((p) => !p.startsWith(REPORT_REFS));
+      // One node's branch (status --node) is asked of its shard only.
+      const one = reports.length === 1 && reports[0]!.length > REPORT_REFS.length ? shardOf(reports[0]!.slice(REPORT_REFS.length), k) : null;
+      const [main, ...listed] = await Promise.all([
+        others.length ? origin.lsRefs(others) : Promise.resolve(new Map<string, string>()),
+        ...shards.map((s, i) => (reports.length && (one === null || one === i) ? s.lsRefs(reports) : Promise.resolve(new Map<string, string>()))),
+      ]);
+      const refs = new Map([...main!].filter(([ref]) => !ref.startsWith(REPORT_REFS)));
+      const astray: string[] = [];
+      listed.forEach((got, i) => {
+        for (const [ref, oid] of got) {
+          if (!ref.startsWith(REPORT_REFS)) continue;
+          const node = ref.slice(REPORT_REFS.length);
+          if (shardOf(node, k) === i) refs.set(ref, oid);
+          else astray.push(`${node} on ${urls[i]}`);
+        }
+      });
+      if (astray.length) {
+        note(`note: ${astray.length} report branch(es) on a shard that is not their node's, not read: ${astray.slice(0, 5).join(', ')}${astray.length > 5 ? ', …' : ''}. `
+          + "A node's shard follows mesh.yaml's reports.shards; a host pushes where its token said: issue it a new token after changing the list");
+      }
+      return refs;
+    },
+    async fetchObjects({ wants, haves, deepen, nodes }) {
+      const got = await Promise.all(split(wants, nodes).map(([s, w, n]) => s.fetchObjects({ wants: w, nodes: n, ...(haves ? { haves } : {}), ...(deepen === undefined ? {} : { deepen }) })));
+      return new Map<string, GitObject>(got.flatMap((m) => [...m]));
+    },
+    async fetchTips({ wants, deepen, nodes }) {
+      await Promise.all(split(wants, nodes).map(([s, w, n]) => s.fetchTips({ wants: w, deepen, nodes: n })));
+    },
+    // Every shard fetches into the same store: any of them reads it.
+    readObjects: (opts) => origin.readObjects(opts),
+    async close() {
+      await Promise.all([origin, ...shards].map((r) => r.close()));
+    },
+  };
+}

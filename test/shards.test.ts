@@ -1,0 +1,136 @@
+/**
+ * Report shards (issue 22): mesh.yaml's `reports.shards` names K repositories; `token issue` hands
+ * each node the shard a hash of its name picks, the host pushes its reports there, `mesh-cli
+ * mirror sync` gives every shard main (whose node.yaml files the server there checks credentials
+ * against), and `status` reads each node from its shard only. One real `mesh-cli serve`
+ * holding the fleet repository and two shards.
+ */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse } from 'yaml';
+import { afterAll, describe, expect, it } from 'vitest';
+import { shardOf } from '../core/report/shard.js';
+import { cli, createFleet, git, hostCmd, newMachine, operatorUrl, type TestFleet } from './helpers/fleet.js';
+
+const open: TestFleet[] = [];
+afterAll(async () => {
+  for (const f of open.splice(0)) await f.close();
+});
+
+/** The report-branch pushes in the server's log, as [user, repository]. */
+function pushes(fleet: TestFleet): Array<[string, string]> {
+  return fleet.server.stderr().split('\n').flatMap((l): Array<[string, string]> => {
+    try {
+      const o = JSON.parse(l) as { msg?: string; path?: string; user?: string | null; method?: string };
+      return o.msg === 'request' && o.method === 'POST' && o.path?.endsWith('/git-receive-pack') && o.user ? [[o.user, o.path.split('/')[1]!]] : [];
+    } catch {
+      return [];
+    }
+  });
+}
+
+describe('the shard of a node', () => {
+  const names = Array.from({ length: 4000 }, (_, i) => `node-${i}`);
+  it('spreads nodes evenly, and a shard appended to the list takes nodes only for itself', () => {
+    const counts = [0, 0, 0, 0];
+    for (const n of names) counts[shardOf(n, 4)]!++;
+    for (const c of counts) expect(Math.abs(c - 1000)).toBeLessThan(150);
+    const moved = names.filter((n) => shardOf(n, 5) !== shardOf(n, 4));
+    expect(moved.every((n) => shardOf(n, 5) === 4)).toBe(true);
+    expect(Math.abs(moved.length - 800)).toBeLessThan(150);
+    expect(names.every((n) => shardOf(n, 1) === 0)).toBe(true);
+    expect(shardOf('web-1', 4)).toBe(shardOf('web-1', 4));
+  });
+});
+
+describe('report shards', { timeout: 180_000 }, () => {
+  it('each host pushes to the shard its name picks, status reads every node from its own shard, and a branch elsewhere is not read', async () => {
+    const fleet = await createFleet();
+    open.push(fleet);
+    const shards = ['fleet-reports-0.git', 'fleet-reports-1.git'];
+    for (const s of shards) await git(fleet.server.data, 'init', '--quiet', '--bare', '--initial-branch=main', s);
+    // Three nodes over both shards: the first names whose hash picks each shard, then one more.
+    const names = Array.from({ length: 20 }, (_, i) => `web-${i + 1}`);
+    const nodes = [names.find((n) => shardOf(n, 2) === 0)!, names.find((n) => shardOf(n, 2) === 1)!];
+    nodes.push(names.find((n) => !nodes.includes(n))!);
+    const shardUrl = (n: string) => `${fleet.server.url}${shards[shardOf(n, 2)]}`;
+
+    const meshYaml = readFileSync(join(fleet.checkout, 'mesh.yaml'), 'utf8');
+    await fleet.commit({ 'mesh.yaml': `${meshYaml}reports:\n  shards:\n${shards.map((s) => `    - ${fleet.server.url}${s}\n`).join('')}` }, 'reports in two shards');
+
+    // Tokens name each node's shard; they work there once main is synced to it.
+    for (const node of nodes) {
+      const issued = await cli(fleet.checkout, 'token', 'issue', node, '--out', join(fleet.dir, `${node}.token`));
+      expect(issued.code, issued.stderr).toBe(0);
+      const token = parse(readFileSync(join(fleet.dir, `${node}.token`), 'utf8')) as { reports?: string; url: string };
+      expect(token.reports).toBe(shardUrl(node));
+      expect(readFileSync(join(fleet.dir, `${node}.token`), 'utf8')).toContain('mesh-cli mirror sync');
+    }
+    await git(fleet.checkout, 'push', '--quiet');
+    const machine = (node: string) => {
+      const root = newMachine(join(fleet.dir, 'machines', node));
+      mkdirSync(join(root, 'var/lib/dpkg'), { recursive: true });
+      writeFileSync(join(root, 'var/lib/dpkg/status'), '');
+      return root;
+    };
+    // Before the sync, the shard does not know the credential: enrolment says what to do and changes nothing.
+    const early = machine(nodes[0]!);
+    const refused = await hostCmd(early, 'enrol', '--token-file', join(fleet.dir, `${nodes[0]}.token`));
+    expect(refused.code, refused.stderr).toBe(2);
+    expect(refused.stderr).toContain('mesh-cli mirror sync');
+    expect(existsSync(join(early, 'etc/mesh-host/config.json'))).toBe(false);
+
+    const synced = await cli(fleet.checkout, 'mirror', 'sync');
+    expect(synced.code, synced.stderr).toBe(0);
+    for (const s of shards) expect(synced.stdout).toContain(`${fleet.server.url}${s}: main at`);
+    expect(synced.stdout).not.toContain(fleet.operator); // the operator credential is never printed
+
+    const roots = new Map<string, string>();
+    for (const node of nodes) {
+      const root = machine(node);
+      const enrolled = await hostCmd(root, 'enrol', '--token-file', join(fleet.dir, `${node}.token`));
+      expect(enrolled.code, enrolled.stderr).toBe(0);
+      expect(JSON.parse(readFileSync(join(root, 'etc/mesh-host/config.json'), 'utf8')).pushUrl).toBe(shardUrl(node));
+      roots.set(node, root);
+    }
+    // A declaration needs no sync: hosts read main from the fleet repository.
+    const files = Object.fromEntries(nodes.map((n) => [`nodes/${n}/base.yaml`, `resources:\n  - type: file\n    path: /etc/motd\n    content: "${n}\\n"\n`]));
+    const commit = await fleet.commit(files, 'motd everywhere');
+    for (const [node, root] of roots) {
+      const pass = await hostCmd(root, 'run', '--once');
+      expect(pass.code, pass.stderr).toBe(0);
+      expect(readFileSync(join(root, 'etc/motd'), 'utf8')).toBe(`${node}\n`);
+    }
+
+    // Every report push went to the node's shard; the fleet repository holds no report branch.
+    const pushed = pushes(fleet).filter(([user]) => nodes.includes(user));
+    for (const node of nodes) expect(pushed.filter(([user]) => user === node).map(([, repo]) => repo)).toEqual(expect.arrayContaining([shards[shardOf(node, 2)]]));
+    expect(pushed.every(([user, repo]) => repo === shards[shardOf(user, 2)])).toBe(true);
+    expect(await git(join(fleet.server.data, 'fleet.git'), 'for-each-ref', 'refs/heads/reports/')).toBe('');
+    for (const [i, s] of shards.entries()) {
+      const held = (await git(join(fleet.server.data, s), 'for-each-ref', '--format=%(refname:lstrip=3)', 'refs/heads/reports/')).split('\n').filter(Boolean);
+      expect(held.sort()).toEqual(nodes.filter((n) => shardOf(n, 2) === i).sort());
+    }
+
+    const status = await cli(fleet.checkout, 'status', '--json');
+    expect(status.code, status.stderr).toBe(0);
+    const rows = JSON.parse(status.stdout).nodes as Array<{ node: string; commit: string; outcome: string; signature: string; chain: string }>;
+    for (const node of nodes) expect(rows.find((r) => r.node === node)).toMatchObject({ commit, outcome: 'applied', signature: 'valid', chain: 'ok' });
+    const history = await cli(fleet.checkout, 'status', '--node', nodes[1]!, '--json');
+    expect(history.code, history.stderr).toBe(0);
+    expect(history.stdout).toContain(commit);
+
+    // A copy of a node's branch on the other shard (pushed by hand) is not read, and status says so.
+    const [a] = nodes;
+    const other = shards[1 - shardOf(a!, 2)]!;
+    const before = rows.find((r) => r.node === a)!;
+    const tip = await git(join(fleet.server.data, shards[shardOf(a!, 2)]!), 'rev-parse', `refs/heads/reports/${a}`);
+    await git(join(fleet.server.data, shards[shardOf(a!, 2)]!), 'push', '--quiet', operatorUrl(fleet.server, fleet.operator, other), `${tip}:refs/heads/reports/${a}-copy`);
+    await git(join(fleet.server.data, shards[shardOf(a!, 2)]!), 'push', '--quiet', operatorUrl(fleet.server, fleet.operator, other), `${tip}:refs/heads/reports/${a}`);
+    const again = await cli(fleet.checkout, 'status', '--json');
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).toContain(`${a} on ${fleet.server.url}${other}`);
+    expect(again.stderr).toContain('not read');
+    expect((JSON.parse(again.stdout).nodes as typeof rows).find((r) => r.node === a)).toMatchObject({ commit: before.commit, outcome: 'applied', signature: 'valid' });
+  });
+});
