@@ -66,7 +66,8 @@ async function statusRun(checkout, expected, server) {
   const cpu0 = cpuSeconds(process.pid); // counts the CLI and its git children once they are reaped
   const r = await measured(server, async () => {
     const run = spawnSync('node', [cli, 'status', '--json'], { cwd: checkout, env: { ...process.env, MESH_TIMINGS: '1' }, maxBuffer: 512 * 1024 * 1024 });
-    if (run.status !== 0) throw new Error(`mesh-cli status failed: ${run.stderr}`);
+    // 4: some node has not applied main's tip (the sharded phase moves main past the reports' commit).
+    if (run.status !== 0 && run.status !== 4) throw new Error(`mesh-cli status failed (exit ${run.status}): ${run.stderr}`);
     const timings = /^mesh-timings (.*)$/m.exec(run.stderr.toString());
     return { json: JSON.parse(run.stdout.toString()), timings: timings ? JSON.parse(timings[1]) : null };
   });
