@@ -4,7 +4,7 @@
  * without having changed anything.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -12,7 +12,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { pktLine } from '../core/git/pkt-line.js';
 import { readPushCommands } from '../mesh-cli/server/push-commands.js';
 import { reportReceiver } from '../mesh-cli/server/report-receive.js';
-import { cli, createFleet, git as gitAsync, hostCmd } from './helpers/fleet.js';
+import { cli, createFleet, git as gitAsync, hostCmd, startServer } from './helpers/fleet.js';
 
 const REF = 'refs/heads/reports/n1';
 const top = mkdtempSync(join(tmpdir(), 'mesh-receive-'));
@@ -164,6 +164,31 @@ it('a host\'s reports and heartbeats through mesh-cli serve are taken without gi
     const row = JSON.parse((await cli(fleet.checkout, 'status', '--json')).stdout).nodes[0];
     expect(row).toMatchObject({ node: 'rr-1', signature: 'valid', outcome: 'applied', chain: 'ok', sequence: 4 });
     await gitAsync(join(fleet.server.data, 'fleet.git'), 'fsck', '--strict', '--no-dangling');
+  } finally {
+    await fleet.close();
+  }
+});
+
+it('a report branch\'s lock left by a server killed mid-update is removed at the next start, and the node\'s pushes land again', async () => {
+  const fleet = await createFleet();
+  try {
+    const root = await fleet.enrol('rr-2');
+    await fleet.commit({ 'nodes/rr-2/base.yaml': 'resources:\n  - type: file\n    path: /etc/rr\n    content: "x\\n"\n' }, 'rr');
+    const refs = join(fleet.server.data, 'fleet.git', 'refs/heads/reports');
+    // What a kill between taking the lock and renaming it leaves; and a fresh lock, which may be a live update.
+    writeFileSync(join(refs, 'rr-2.lock'), '');
+    const old = new Date(Date.now() - 5 * 60_000);
+    utimesSync(join(refs, 'rr-2.lock'), old, old);
+    writeFileSync(join(refs, 'other.lock'), '');
+    const locked = await hostCmd(root, 'run', '--once');
+    expect(locked.code).not.toBe(0); // the lock is held: the push is refused, as git refuses it
+    await fleet.server.stop('SIGKILL');
+    fleet.server = await startServer(fleet.server.data, Number(new URL(fleet.server.url).port));
+    expect(readdirSync(refs).sort()).toEqual(['other.lock', 'rr-2']);
+    expect(fleet.server.stderr()).toContain('"ref":"refs/heads/reports/rr-2"');
+    const pass = await hostCmd(root, 'run', '--once');
+    expect(pass.code, pass.stderr).toBe(0);
+    expect(JSON.parse((await cli(fleet.checkout, 'status', '--json')).stdout).nodes[0]).toMatchObject({ node: 'rr-2', outcome: 'applied', signature: 'valid' });
   } finally {
     await fleet.close();
   }

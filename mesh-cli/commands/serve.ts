@@ -17,6 +17,7 @@ import { certificatePin } from '../../core/tls-pin.js';
 import { checkedDir } from '../server/dirs.js';
 import { startGitServer, type Authorizer } from '../server/git-http.js';
 import { hooksDir, installHooks } from '../server/hooks.js';
+import { removeStaleLocks } from '../server/stale-locks.js';
 import { meshAuthorizer } from '../server/mesh-auth.js';
 import { ensureOperators, operatorsFile } from '../server/operators.js';
 import type { TrustLog } from '../server/trusted-main.js';
@@ -65,6 +66,7 @@ async function serve(opts: ServeOptions): Promise<void> {
   try {
     const untrusted = (repo: string, tip: string, code: string, message: string) => logger.warn({ repo, tip, code }, `main's tip is not trusted; node identities stay as on the last trusted main: ${message}`);
     const access = await accessControl(opts.data, Boolean(opts.open), untrusted);
+    for (const [repo, ref] of removeStaleLocks(opts.data)) logger.warn({ repo, ref }, 'removed a lock on a report branch left by a server that was stopped while it updated it; that node\'s pushes land again');
     const server = await startGitServer({
       data: opts.data,
       host: opts.host,
