@@ -5,7 +5,7 @@
  * what the server has; the checkout itself never becomes shallow; and the same for a local path.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { MeshError } from '../core/errors.js';
@@ -167,6 +167,36 @@ describe('reading report branches through the git binary over smart HTTP', () =>
     expect(err).toMatchObject({ code: 'E_FETCH', next: 'retry' });
     expect((err as Error).message).toContain('http://127.0.0.1:1/fleet.git');
     expect((err as Error).message).not.toContain('s3cret');
+  });
+});
+
+describe('report commits by id from mesh-cli serve (server/report-pack.ts)', () => {
+  const post = (body: string, auth: string | null, method = 'POST') =>
+    fetch(`${fleet.plainUrl}/mesh/report-pack`, { method, ...(method === 'POST' ? { body } : {}), headers: auth ? { Authorization: `Basic ${Buffer.from(auth).toString('base64')}` } : {} });
+  const requests = () => fleet.server.stderr().split('\n').filter((l) => l.includes('/mesh/report-pack'));
+
+  it('are what status fetches one commit deep: the same objects as git\'s, in one request', async () => {
+    const before = requests().length;
+    const got = await (await openRemote(fleet.checkout)).fetchObjects({ wants: tips(), deepen: 1 });
+    expect(plain(got)).toEqual(plain(gitObjects(revList('--no-walk', ...tips()))));
+    const made = requests().slice(before);
+    expect(made).toHaveLength(1);
+    expect(made[0]).toContain('"status":200');
+  });
+
+  it('are an operator\'s to read: a node, a stranger, a bad body and a commit the repository lacks are refused', async () => {
+    const root = await fleet.enrol('rp-1');
+    const credential = JSON.parse(readFileSync(join(root, 'etc/mesh-host/credential.json'), 'utf8')) as { username: string; password: string };
+    const body = tips().join('\n') + '\n';
+    const pack = await post(body, `operator:${fleet.operator}`);
+    expect(pack.status).toBe(200);
+    expect(Buffer.from(await pack.arrayBuffer()).subarray(0, 4).toString()).toBe('PACK');
+    expect((await post(body, `${credential.username}:${credential.password}`)).status).toBe(403);
+    expect((await post(body, null)).status).toBe(401);
+    expect((await post('not an id\n', `operator:${fleet.operator}`)).status).toBe(400);
+    expect((await post(`${'1'.repeat(40)}\n`, `operator:${fleet.operator}`)).status).toBe(422);
+    expect((await post('', `operator:${fleet.operator}`, 'GET')).status).toBe(405);
+    text(bare, 'update-ref', '-d', 'refs/heads/reports/rp-1'); // the other tests know three report branches
   });
 });
 

@@ -17,6 +17,7 @@ import { route } from './route.js';
 import { servePackageFile } from './static.js';
 import { decidePush, RESULT } from './push-rules.js';
 import { MAX_RECEIVE_BODY, reportReceiver } from './report-receive.js';
+import { answerReportPack, MAX_REPORT_PACK_BODY } from './report-pack.js';
 import { gitExecPath } from '../git.js';
 
 export type { Authorizer, AuthRequest, AuthResult, Service } from './auth.js';
@@ -66,13 +67,20 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
       return servePackageFile(packages, r.file, req, res);
     }
     if (!(await isRepo(join(data, r.repo)))) return plain(res, 404, `repository not found: /${r.repo}`);
-    const verdict = await authorize({ ...parseBasicAuth(req.headers.authorization), repo: r.repo, service: r.service });
+    const verdict = await authorize({ ...parseBasicAuth(req.headers.authorization), repo: r.repo, service: r.kind === 'git' ? r.service : 'upload-pack' });
     if (!verdict.ok) {
       if (verdict.status === 401) res.setHeader('WWW-Authenticate', 'Basic realm="mesh", charset="UTF-8"');
       return plain(res, verdict.status, verdict.message);
     }
     seen.user = verdict.user;
     if (closing) return plain(res, 503, 'the server is shutting down'); // close() waits only for children it saw
+    if (r.kind === 'report-pack') {
+      // Every node's reports: an operator's (or, on an --open server, anyone's), never a node's.
+      if (verdict.role === 'node') return plain(res, 403, 'mesh: a node reads only main and its own report branch');
+      const length = Number(req.headers['content-length']);
+      if (!(length > 0 && length <= MAX_REPORT_PACK_BODY) || req.headers['content-encoding'] !== undefined) return plain(res, 413, `mesh: a request names at most ${MAX_REPORT_PACK_BODY} bytes of ids, uncompressed, with its length`);
+      return answerReportPack(join(data, r.repo), await readBody(req), res);
+    }
     // A host's poll of main is answered here, without starting git (ls-refs.ts); anything else goes to git.
     let body: NodeJS.ReadableStream = req;
     const small = smallUploadPack(req, r.service, r.pathInfo);

@@ -1,9 +1,11 @@
 import type { Service } from './auth.js';
+import { REPORT_PACK_PATH } from './report-pack.js';
 
-/** What a request URL asks for: a smart HTTP git endpoint, a package file, or an error to answer with. */
+/** What a request URL asks for: a smart HTTP git endpoint, a package file, report commits by id (report-pack.ts), or an error to answer with. */
 export type Route =
   | { kind: 'git'; repo: string; pathInfo: string; query: string; service: Service }
   | { kind: 'packages'; file: string }
+  | { kind: 'report-pack'; repo: string }
   | { kind: 'error'; status: 400 | 404 | 405; message: string };
 
 const REPO_NAME = /^[A-Za-z0-9._-]+\.git$/;
@@ -33,6 +35,10 @@ export function route(method: string, rawUrl: string): Route {
   const repo = segments[1] ?? '';
   if (!REPO_NAME.test(repo)) return { kind: 'error', status: 404, message: `not found: ${path}` };
   const rest = '/' + segments.slice(2).join('/');
+  if (rest === REPORT_PACK_PATH) {
+    if (method !== 'POST') return { kind: 'error', status: 405, message: `${method} is not allowed on ${path}` };
+    return { kind: 'report-pack', repo };
+  }
   const service = smartService(method, rest, new URLSearchParams(query).get('service'));
   if (service === null) {
     return { kind: 'error', status: 404, message: `not found: ${path} (only smart HTTP git is served)` };

@@ -1,8 +1,9 @@
 /**
  * How status reaches origin's report branches: through the git binary (git.ts). `git ls-remote`
  * lists every report tip; `git fetch` brings the changed tips by id (one or two commits deep, or
- * down to the tip seen before); one streaming `git cat-file --batch` reads each fetched report
- * commit, its tree, status.json and its signature.
+ * down to the tip seen before), or, for the tips one commit deep from a `mesh-cli serve`, one
+ * request that `git index-pack` takes into the same store (report-pack.ts); one streaming
+ * `git cat-file --batch` reads each fetched report commit, its tree, status.json and its signature.
  *
  * The fetched objects go to an object store of their own, `.git/mesh/reports.git`, not to the
  * checkout's: a depth-limited fetch records its shallow commits in the repository it runs in, and
@@ -27,6 +28,7 @@ import { isFileMode, treeEntries } from '../../core/git/tree.js';
 import { oversizedText } from '../../core/report/verify.js';
 import { catFileBatch, gitBytes, type BatchObject, type CatFileBatch } from '../git.js';
 import { MAX_REPORT_FILE } from '../server/hooks.js';
+import { reportPackFetch } from './report-pack.js';
 
 /** A git object as status reads it. */
 export interface GitObject { type: 'commit' | 'tree' | 'blob' | 'tag'; data: Buffer }
@@ -69,6 +71,7 @@ export async function openRemote(dir: string, paths: { store: string; config: st
     return (reader ??= catFileBatch(dir, [`--git-dir=${repo}`], { maxBlob: MAX_REPORT_FILE })).read(specs);
   };
   const readReports = (commits: string[]) => readReportObjects(commits, read);
+  const byId = reportPackFetch(dir, name, repo);
   /** git in `gitDir` (the checkout's own when null), its failure said as a MeshError. */
   const remoteGit = (gitDir: string | null, args: string[], input?: string) =>
     gitBytes(dir, [...(gitDir ? [`--git-dir=${gitDir}`] : []), '-c', 'gc.auto=0', '-c', 'maintenance.auto=false', ...args], input).catch(async (e: unknown) => { throw remoteError(e, await where()); });
@@ -92,6 +95,8 @@ export async function openRemote(dir: string, paths: { store: string; config: st
    */
   const fetchInto = async (wants: string[], had: string[], deepen: number | undefined): Promise<string[] | null> => {
     const config = await store;
+    // The tips one commit deep, from a mesh-cli serve in one request (report-pack.ts); git fetch for anything else.
+    if (deepen === 1 && had.length === 0 && (await byId(wants))) return null;
     const lane = mkdtempSync(join(paths.store, 'fetch-'));
     try {
       mkdirSync(join(lane, 'refs'));
