@@ -49,6 +49,8 @@ import { buildReport, continueFromServer, recordReport, sameAsLast, sendReports,
 import { credentialRefused, nothingApplied, sealed, trustStage } from './trust/gate.js';
 import type { HostPaths } from './paths.js';
 import { ensureIdentity, readIdentity } from './secrets/identity.js';
+import { shardUrlOf } from '../core/report/shard.js';
+import { writeConfig } from './config.js';
 
 export interface PassResult {
   report: Report;
@@ -78,6 +80,7 @@ export async function reconcile(host: Host, opts: { heartbeatMs: number }): Prom
   const { commit: tip, disconnected } = await contact(host);
   const gate = await trustStage(host, tip);
   const commit = gate.commit;
+  if (commit !== null && commit !== host.store.data.lastApplied?.commit) await followShard(host, commit);
   let body = nothingApplied(gate);
   if (commit !== null) {
     const assignment = await assign(host, withDeclarationCache(host.repo.tree(commit), join(host.paths.stateDir, 'declaration-cache.json')));
@@ -173,6 +176,22 @@ async function keepLastGood(host: Host, commit: string, body: ReportBody): Promi
 function labelled(assignment: Assignment, body: ReportBody): ReportBody {
   if (assignment.as === 'declared') return body;
   return { ...body, outcome: body.outcome === 'failed' ? 'failed' : assignment.as, errors: [...assignment.errors, ...body.errors] };
+}
+
+/**
+ * Where mesh.yaml at `commit` (a trusted commit, read when it is new to this host) puts this node's
+ * report branch, when it shards the reports: a shard other than where its reports go now becomes
+ * where they go (kept in config.json). Appending a shard moves some nodes to it; `mesh-cli mirror
+ * sync` moves their branches there, on which their hosts then go on.
+ */
+async function followShard(host: Host, commit: string): Promise<void> {
+  const url = shardUrlOf(await host.repo.tree(commit).read('mesh.yaml').catch(() => null), host.config.node);
+  const now = host.config.pushUrl ?? host.config.url;
+  if (url === null || url === now) return;
+  host.log.info({ from: now, to: url, commit }, "this node's reports go to another shard from now on, as mesh.yaml says");
+  host.config = { ...host.config, pushUrl: url };
+  writeConfig(host.paths, host.config);
+  host.repo.reportTo(url);
 }
 
 /** `continued`: this pass already continued from the server's report branch once (the push after that is not retried again). */

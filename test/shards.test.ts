@@ -50,9 +50,10 @@ describe('report shards', { timeout: 180_000 }, () => {
     const shards = ['fleet-reports-0.git', 'fleet-reports-1.git'];
     for (const s of shards) await git(fleet.server.data, 'init', '--quiet', '--bare', '--initial-branch=main', s);
     // Three nodes over both shards: the first names whose hash picks each shard, then one more.
-    const names = Array.from({ length: 20 }, (_, i) => `web-${i + 1}`);
-    const nodes = [names.find((n) => shardOf(n, 2) === 0)!, names.find((n) => shardOf(n, 2) === 1)!];
-    nodes.push(names.find((n) => !nodes.includes(n))!);
+    // (and, for the shard appended at the end, one that moves to it and one that does not).
+    const names = Array.from({ length: 40 }, (_, i) => `web-${i + 1}`);
+    const nodes = [names.find((n) => shardOf(n, 2) === 0 && shardOf(n, 3) !== 2)!, names.find((n) => shardOf(n, 2) === 1)!];
+    nodes.push(names.find((n) => !nodes.includes(n) && shardOf(n, 3) === 2)!);
     const shardUrl = (n: string) => `${fleet.server.url}${shards[shardOf(n, 2)]}`;
 
     const meshYaml = readFileSync(join(fleet.checkout, 'mesh.yaml'), 'utf8');
@@ -125,12 +126,37 @@ describe('report shards', { timeout: 180_000 }, () => {
     const other = shards[1 - shardOf(a!, 2)]!;
     const before = rows.find((r) => r.node === a)!;
     const tip = await git(join(fleet.server.data, shards[shardOf(a!, 2)]!), 'rev-parse', `refs/heads/reports/${a}`);
-    await git(join(fleet.server.data, shards[shardOf(a!, 2)]!), 'push', '--quiet', operatorUrl(fleet.server, fleet.operator, other), `${tip}:refs/heads/reports/${a}-copy`);
     await git(join(fleet.server.data, shards[shardOf(a!, 2)]!), 'push', '--quiet', operatorUrl(fleet.server, fleet.operator, other), `${tip}:refs/heads/reports/${a}`);
     const again = await cli(fleet.checkout, 'status', '--json');
     expect(again.code, again.stderr).toBe(0);
     expect(again.stderr).toContain(`${a} on ${fleet.server.url}${other}`);
     expect(again.stderr).toContain('not read');
     expect((JSON.parse(again.stdout).nodes as typeof rows).find((r) => r.node === a)).toMatchObject({ commit: before.commit, outcome: 'applied', signature: 'valid' });
+    const otherUrl = operatorUrl(fleet.server, fleet.operator, other);
+    await git(fleet.checkout, 'push', '--quiet', otherUrl, `:refs/heads/reports/${a}`);
+
+    // A shard appended: main names it, mirror sync gives it main and moves there the branches of the nodes it takes, and their hosts go on there.
+    const three = [...shards, 'fleet-reports-2.git'];
+    await git(fleet.server.data, 'init', '--quiet', '--bare', '--initial-branch=main', three[2]!);
+    const grown = await fleet.commit({ 'mesh.yaml': `${meshYaml}reports:\n  shards:\n${three.map((s) => `    - ${fleet.server.url}${s}\n`).join('')}` }, 'a third shard');
+    const movers = nodes.filter((n) => shardOf(n, 3) === 2);
+    expect(movers.length).toBeGreaterThan(0);
+    const resynced = await cli(fleet.checkout, 'mirror', 'sync', '--json');
+    expect(resynced.code, resynced.stderr).toBe(0);
+    expect((JSON.parse(resynced.stdout) as { moved: Array<{ node: string; to: string }> }).moved).toEqual(
+      movers.map((node) => expect.objectContaining({ node, from: `${fleet.server.url}${shards[shardOf(node, 2)]}`, to: `${fleet.server.url}${three[2]}` })));
+    for (const [node, root] of roots) {
+      const pass = await hostCmd(root, 'run', '--once');
+      expect(pass.code, pass.stderr).toBe(0);
+      expect(JSON.parse(readFileSync(join(root, 'etc/mesh-host/config.json'), 'utf8')).pushUrl).toBe(`${fleet.server.url}${three[shardOf(node, 3)]}`);
+    }
+    for (const [i, s] of three.entries()) {
+      const held = (await git(join(fleet.server.data, s), 'for-each-ref', '--format=%(refname:lstrip=3)', 'refs/heads/reports/')).split('\n').filter(Boolean);
+      expect(held.sort()).toEqual(nodes.filter((n) => shardOf(n, 3) === i).sort());
+    }
+    const after = await cli(fleet.checkout, 'status', '--json');
+    expect(after.code, after.stderr).toBe(0);
+    expect(after.stderr).not.toContain('not read');
+    for (const node of nodes) expect((JSON.parse(after.stdout).nodes as typeof rows).find((r) => r.node === node)).toMatchObject({ commit: grown, outcome: 'applied', signature: 'valid', chain: 'ok' });
   });
 });

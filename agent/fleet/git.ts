@@ -52,6 +52,8 @@ export interface FleetRepo {
   deepen(branch: string, depth: number): Promise<void>;
   /** When the local repository was found unreadable and started afresh (cache.ts), what happened; null once a report said so. */
   recovered(): string | null;
+  /** Push reports to `url` from now on (the node's report shard moved: mesh.yaml `reports.shards`). */
+  reportTo(url: string): void;
 }
 
 /**
@@ -63,7 +65,7 @@ export interface FleetRepo {
  */
 export async function openFleetRepo(gitdir: string, url: string, http: HttpClient, opts: { upkeep?: Upkeep; pushUrl?: string; mirrors?: string[] } = {}): Promise<FleetRepo> {
   const upkeep = opts.upkeep ?? DEFAULT_UPKEEP;
-  const pushUrl = opts.pushUrl ?? url;
+  let pushUrl = opts.pushUrl ?? url;
   const reads = [...new Set([...(opts.mirrors ?? []), url])];
   let readUrl = reads[0]!; // the one that answered last
   recoverSwap(gitdir);
@@ -216,6 +218,9 @@ export async function openFleetRepo(gitdir: string, url: string, http: HttpClien
       await fromReads((at) => network('fetch', () => fetchBranch({ gitdir, http, url: at, branch, cache, depth, relative: true }), at));
     },
     recovered: () => recoveryNote(gitdir),
+    reportTo: (url) => {
+      pushUrl = url;
+    },
   };
   // The report branches of a cache that was moved aside, from the server (retried at the next open while it cannot be reached).
   const pending = pendingAdoptions(gitdir);

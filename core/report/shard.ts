@@ -8,6 +8,8 @@
  * while every other node stays where it was.
  */
 import { createHash } from 'node:crypto';
+import { MeshConfig } from '../../schema/fleet.js';
+import { loadYaml } from '../load.js';
 
 /** The position in `shards` (K > 0 entries) of the shard that holds `node`'s report branch. */
 export function shardOf(node: string, shards: number): number {
@@ -18,4 +20,12 @@ export function shardOf(node: string, shards: number): number {
     if (score > bestScore) [best, bestScore] = [i, score];
   }
   return best;
+}
+
+/** The URL of `node`'s report shard by the mesh.yaml text `meshYaml`; null when it names no shards or does not read. */
+export function shardUrlOf(meshYaml: string | null, node: string): string | null {
+  if (meshYaml === null) return null;
+  const loaded = loadYaml(meshYaml, 'mesh.yaml', MeshConfig);
+  const shards = loaded.ok ? loaded.value.reports?.shards : undefined;
+  return shards ? shards[shardOf(node, shards.length)]! : null;
 }

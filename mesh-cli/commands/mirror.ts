@@ -8,19 +8,24 @@
  *
  * Without URLs it syncs the report shards mesh.yaml names (`reports.shards`): each holds a copy of
  * main, from which the server there reads the node credentials, so a new token works on a shard
- * once main is synced to it. Each shard is reached with the operator credential status uses
- * (status/shards.ts).
+ * once main is synced to it; and it moves every report branch that is not on its node's shard
+ * (after a shard was added) to that shard. Each shard is reached with the operator credential
+ * status uses (status/shards.ts).
  */
 import type { Command } from 'commander';
 import { MeshError, messageOf } from '../../core/errors.js';
 import { openFleet, type Fleet } from '../fleet.js';
 import { git } from '../git.js';
-import { shardSources } from '../status/shards.js';
+import { shardSources, type ShardSource } from '../status/shards.js';
+import { shardOf } from '../../core/report/shard.js';
+import { REPORT_REFS } from '../../core/report/branch.js';
 import { withoutCredentials } from './token.js';
 
 export interface Synced {
   main: string;
   mirrors: Array<{ url: string; ok: boolean; error?: string }>;
+  /** Report branches moved to the shard mesh.yaml now names for their node (shards only). */
+  moved?: Array<{ node: string; from: string; to: string }>;
 }
 
 /** Push origin's main, as fetched now, to each of `urls` (forced: a mirror follows the fleet server). */
@@ -41,6 +46,39 @@ export async function syncMirrors(fleet: Fleet, urls: string[]): Promise<Synced>
   return { main, mirrors };
 }
 
+/**
+ * Each report branch found on a shard other than the one mesh.yaml now names for its node (a
+ * shard was added), moved there whole: fetched, pushed to its shard where that has no branch of
+ * the node yet, and deleted where it was. Its host, which reads the new shard from main, goes on
+ * from it. A node whose new shard already has a branch (its host pushed there first, with its
+ * whole history) keeps that one; the old copy stays, and status names it.
+ */
+export async function moveStrays(fleet: Fleet, shards: ShardSource[]): Promise<NonNullable<Synced['moved']>> {
+  const listed = await Promise.all(shards.map(async (s) => {
+    const out = await git(fleet.dir, ['ls-remote', s.remote, `${REPORT_REFS}*`]);
+    return new Map(out.split('\n').filter(Boolean).map((l) => [l.split('\t')[1]!.slice(REPORT_REFS.length), l.split('\t')[0]!]));
+  }));
+  const moved: NonNullable<Synced['moved']> = [];
+  for (const [i, branches] of listed.entries()) {
+    const strays = [...branches.keys()].filter((node) => shardOf(node, shards.length) !== i && !listed[shardOf(node, shards.length)]!.has(node));
+    if (strays.length === 0) continue;
+    const temp = (node: string) => `refs/mesh-move/${node}`;
+    await git(fleet.dir, ['fetch', '--quiet', '--no-tags', shards[i]!.remote, ...strays.map((node) => `+${REPORT_REFS}${node}:${temp(node)}`)]);
+    try {
+      for (const [j, target] of shards.entries()) {
+        const going = strays.filter((node) => shardOf(node, shards.length) === j);
+        if (going.length === 0) continue;
+        await git(fleet.dir, ['push', '--quiet', '--no-verify', target.remote, ...going.map((node) => `${temp(node)}:${REPORT_REFS}${node}`)]);
+        await git(fleet.dir, ['push', '--quiet', '--no-verify', shards[i]!.remote, ...going.map((node) => `:${REPORT_REFS}${node}`)]);
+        moved.push(...going.map((node) => ({ node, from: shards[i]!.url, to: target.url })));
+      }
+    } finally {
+      await git(fleet.dir, ['update-ref', '--stdin'], strays.map((node) => `delete ${temp(node)}\n`).join(''));
+    }
+  }
+  return moved;
+}
+
 export function mirrorCommand(program: Command): void {
   program
     .command('mirror')
@@ -54,8 +92,13 @@ export function mirrorCommand(program: Command): void {
       const urls = named.length ? named : (await shardSources(fleet))?.map((s) => s.remote);
       if (!urls) throw new MeshError('E_NO_MIRRORS', "name the mirrors to sync (mesh-cli mirror sync URL...), or list the report shards in mesh.yaml's reports.shards", { next: 'human' });
       const synced = await syncMirrors(fleet, urls);
+      const shards = named.length ? null : await shardSources(fleet);
+      if (shards && synced.mirrors.every((m) => m.ok)) synced.moved = await moveStrays(fleet, shards);
       if (o.json) console.log(JSON.stringify(synced));
-      else for (const m of synced.mirrors) console.log(m.ok ? `${m.url}: main at ${synced.main.slice(0, 12)}` : `${m.url}: not synced: ${m.error}`);
+      else {
+        for (const m of synced.mirrors) console.log(m.ok ? `${m.url}: main at ${synced.main.slice(0, 12)}` : `${m.url}: not synced: ${m.error}`);
+        for (const m of synced.moved ?? []) console.log(`reports/${m.node}: moved from ${m.from} to ${m.to}`);
+      }
       const failed = synced.mirrors.filter((m) => !m.ok);
       if (failed.length > 0) throw new MeshError('E_MIRROR_SYNC', `${failed.length} of ${synced.mirrors.length} mirror(s) not synced; their hosts keep the last main they had until the next sync`, { next: 'retry' });
     });

@@ -65,8 +65,9 @@ function plainUrl(url: string): string {
 
 /**
  * One Remote over `origin` (main) and `shards` (the report branches; `urls[i]` names shard i): a
- * node's branch counts only on its own shard. A branch found on another shard (a host enrolled
- * before `reports.shards` changed, or pushed there by hand) is not read, and `note` says so once.
+ * node's branch counts only on its own shard. A branch found on another shard (`reports.shards`
+ * changed and `mesh-cli mirror sync` has not moved it yet, or pushed there by hand) is not read,
+ * and `note` says so once.
  */
 export function shardedRemote(origin: Remote, shards: Remote[], urls: string[], note: (line: string) => void): Remote {
   const k = shards.length;
@@ -104,7 +105,7 @@ export function shardedRemote(origin: Remote, shards: Remote[], urls: string[], 
       });
       if (astray.length) {
         note(`note: ${astray.length} report branch(es) on a shard that is not their node's, not read: ${astray.slice(0, 5).join(', ')}${astray.length > 5 ? ', …' : ''}. `
-          + "A node's shard follows mesh.yaml's reports.shards; a host pushes where its token said: issue it a new token after changing the list");
+          + "A node's shard follows mesh.yaml's reports.shards: after a change of the list, 'mesh-cli mirror sync' moves each branch to its node's shard");
       }
       return refs;
     },
