@@ -160,3 +160,32 @@ describe('report shards', { timeout: 180_000 }, () => {
     for (const node of nodes) expect((JSON.parse(after.stdout).nodes as typeof rows).find((r) => r.node === node)).toMatchObject({ commit: grown, outcome: 'applied', signature: 'valid', chain: 'ok' });
   });
 });
+
+describe('sharding a fleet that runs', { timeout: 120_000 }, () => {
+  it('mirror sync moves every report branch from the fleet repository to its shard, and the hosts go on there', async () => {
+    const fleet = await createFleet();
+    open.push(fleet);
+    const root = await fleet.enrol('app-1');
+    const declared = await fleet.commit({ 'nodes/app-1/base.yaml': 'resources:\n  - type: file\n    path: /etc/motd\n    content: "one\\n"\n' }, 'motd');
+    expect((await hostCmd(root, 'run', '--once')).code).toBe(0);
+    const fleetRepo = join(fleet.server.data, 'fleet.git');
+    const before = await git(fleetRepo, 'rev-parse', 'refs/heads/reports/app-1');
+
+    await git(fleet.server.data, 'init', '--quiet', '--bare', '--initial-branch=main', 'reports-0.git');
+    const meshYaml = readFileSync(join(fleet.checkout, 'mesh.yaml'), 'utf8');
+    const sharded = await fleet.commit({ 'mesh.yaml': `${meshYaml}reports:\n  shards:\n    - ${fleet.server.url}reports-0.git\n` }, 'reports in one shard');
+    const synced = await cli(fleet.checkout, 'mirror', 'sync', '--json');
+    expect(synced.code, synced.stderr).toBe(0);
+    expect(JSON.parse(synced.stdout).moved).toEqual([{ node: 'app-1', from: fleet.plainUrl, to: `${fleet.server.url}reports-0.git` }]);
+    expect(await git(fleetRepo, 'for-each-ref', 'refs/heads/reports/')).toBe('');
+    expect(await git(join(fleet.server.data, 'reports-0.git'), 'rev-parse', 'refs/heads/reports/app-1')).toBe(before);
+
+    const pass = await hostCmd(root, 'run', '--once');
+    expect(pass.code, pass.stderr).toBe(0);
+    expect(JSON.parse(readFileSync(join(root, 'etc/mesh-host/config.json'), 'utf8')).pushUrl).toBe(`${fleet.server.url}reports-0.git`);
+    const status = await cli(fleet.checkout, 'status', '--json');
+    expect(status.code, status.stderr).toBe(0);
+    expect(JSON.parse(status.stdout).nodes[0]).toMatchObject({ node: 'app-1', commit: sharded, outcome: 'applied', signature: 'valid', chain: 'ok' });
+    expect(sharded).not.toBe(declared);
+  });
+});

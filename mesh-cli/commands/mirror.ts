@@ -47,30 +47,35 @@ export async function syncMirrors(fleet: Fleet, urls: string[]): Promise<Synced>
 }
 
 /**
- * Each report branch found on a shard other than the one mesh.yaml now names for its node (a
- * shard was added), moved there whole: fetched, pushed to its shard where that has no branch of
- * the node yet, and deleted where it was. Its host, which reads the new shard from main, goes on
- * from it. A node whose new shard already has a branch (its host pushed there first, with its
- * whole history) keeps that one; the old copy stays, and status names it.
+ * Each report branch that is not on the shard mesh.yaml now names for its node (a shard was
+ * added, or the fleet repository held every branch before the reports were sharded), moved
+ * there whole: fetched, pushed to its shard where that has no branch of the node yet, and deleted
+ * where it was. Its host, which reads its shard from main, goes on from it. A node whose shard
+ * already has a branch (its host pushed there first, with its whole history) keeps that one; the
+ * old copy stays where it is, and status names it.
  */
 export async function moveStrays(fleet: Fleet, shards: ShardSource[]): Promise<NonNullable<Synced['moved']>> {
-  const listed = await Promise.all(shards.map(async (s) => {
+  const k = shards.length;
+  const origin = { url: withoutCredentials((await git(fleet.dir, ['remote', 'get-url', 'origin'])).trim()), remote: 'origin' };
+  const sources = [...shards, origin]; // the fleet repository last: no node's branch belongs there
+  const listed = await Promise.all(sources.map(async (s) => {
     const out = await git(fleet.dir, ['ls-remote', s.remote, `${REPORT_REFS}*`]);
-    return new Map(out.split('\n').filter(Boolean).map((l) => [l.split('\t')[1]!.slice(REPORT_REFS.length), l.split('\t')[0]!]));
+    return new Set(out.split('\n').filter(Boolean).map((l) => l.split('\t')[1]!.slice(REPORT_REFS.length)));
   }));
   const moved: NonNullable<Synced['moved']> = [];
   for (const [i, branches] of listed.entries()) {
-    const strays = [...branches.keys()].filter((node) => shardOf(node, shards.length) !== i && !listed[shardOf(node, shards.length)]!.has(node));
+    const strays = [...branches].filter((node) => shardOf(node, k) !== i && !listed[shardOf(node, k)]!.has(node));
     if (strays.length === 0) continue;
     const temp = (node: string) => `refs/mesh-move/${node}`;
-    await git(fleet.dir, ['fetch', '--quiet', '--no-tags', shards[i]!.remote, ...strays.map((node) => `+${REPORT_REFS}${node}:${temp(node)}`)]);
+    await git(fleet.dir, ['fetch', '--quiet', '--no-tags', sources[i]!.remote, ...strays.map((node) => `+${REPORT_REFS}${node}:${temp(node)}`)]);
     try {
       for (const [j, target] of shards.entries()) {
-        const going = strays.filter((node) => shardOf(node, shards.length) === j);
+        const going = strays.filter((node) => shardOf(node, k) === j);
         if (going.length === 0) continue;
         await git(fleet.dir, ['push', '--quiet', '--no-verify', target.remote, ...going.map((node) => `${temp(node)}:${REPORT_REFS}${node}`)]);
-        await git(fleet.dir, ['push', '--quiet', '--no-verify', shards[i]!.remote, ...going.map((node) => `:${REPORT_REFS}${node}`)]);
-        moved.push(...going.map((node) => ({ node, from: shards[i]!.url, to: target.url })));
+        await git(fleet.dir, ['push', '--quiet', '--no-verify', sources[i]!.remote, ...going.map((node) => `:${REPORT_REFS}${node}`)]);
+        moved.push(...going.map((node) => ({ node, from: sources[i]!.url, to: target.url })));
+        for (const node of going) listed[j]!.add(node);
       }
     } finally {
       await git(fleet.dir, ['update-ref', '--stdin'], strays.map((node) => `delete ${temp(node)}\n`).join(''));

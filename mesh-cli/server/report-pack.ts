@@ -9,8 +9,8 @@
  * indexing them ~0.3 s (docs/scale.md, session 14).
  *
  * Operators only (a node reads its own branch and main, never the other nodes' reports); on a
- * server started with --open, whoever may read every branch. An id that is not a commit of the
- * repository is refused as a whole, before any byte of the pack is sent.
+ * server started with --open, whoever may read every branch. A request naming an object the
+ * repository lacks is refused as a whole, before any byte of the pack is sent.
  */
 import type { ServerResponse } from 'node:http';
 import { git, spawnGit } from '../git.js';
@@ -34,7 +34,7 @@ export async function answerReportPack(dir: string, body: Buffer, res: ServerRes
   try {
     objects = await git(dir, ['--git-dir', dir, 'rev-list', '--objects', '--no-walk', '--stdin'], wants.join('\n') + '\n');
   } catch {
-    return refuse(res, 422, 'an id named is not a commit of this repository');
+    return refuse(res, 422, 'an id named is not an object of this repository');
   }
   // --window=0: no delta search (the objects are small, and often loose on a server that takes pushes in-process).
   const pack = spawnGit(dir, ['--git-dir', dir, 'pack-objects', '--window=0', '--stdout', '-q']);
