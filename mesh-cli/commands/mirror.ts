@@ -94,10 +94,10 @@ export function mirrorCommand(program: Command): void {
     .option('--json', 'print the result as JSON')
     .action(async (named: string[], o: { json?: boolean }) => {
       const fleet = await openFleet(process.cwd());
-      const urls = named.length ? named : (await shardSources(fleet))?.map((s) => s.remote);
+      const shards = named.length ? null : await shardSources(fleet);
+      const urls = named.length ? named : shards?.map((s) => s.remote);
       if (!urls) throw new MeshError('E_NO_MIRRORS', "name the mirrors to sync (mesh-cli mirror sync URL...), or list the report shards in mesh.yaml's reports.shards", { next: 'human' });
       const synced = await syncMirrors(fleet, urls);
-      const shards = named.length ? null : await shardSources(fleet);
       if (shards && synced.mirrors.every((m) => m.ok)) synced.moved = await moveStrays(fleet, shards);
       if (o.json) console.log(JSON.stringify(synced));
       else {
