@@ -263,6 +263,20 @@ describe('mesh-cli serve: a node authenticates against main as it is now', { tim
     // One trust check of main at the first request (its root commit, then the objects it reads), then the identity's lookup.
     expect(f.gitCommands()).toEqual(['--exec-path', 'rev-parse', 'rev-list', 'cat-file', 'ls-tree', 'cat-file']);
   });
+
+  it('asks git once when main has just moved, not at every request while the change is too recent to trust its stamp', async () => {
+    const f = await nodeFleet(true);
+    await settle();
+    expect(await f.statuses()).toEqual([200, 401]);
+    const second = await commitIdentity(f.root, f.work, 'two');
+    await gitBin(f.root, f.work, 'push', '--quiet', f.bare, 'main:next');
+    await gitBin(f.root, f.bare, 'update-ref', 'refs/heads/main', second);
+    const before = f.gitCommands().length;
+    for (let i = 0; i < 5; i++) expect(await f.statuses()).toEqual([401, 200]);
+    expect(mainStamp(f.bare)).toBeNull(); // all of it within the moment the stamp is not trusted
+    // The new tip's rev-parse and its trust check, then the identity; the other requests read main's ref file.
+    expect(f.gitCommands().slice(before).filter((c) => c === 'rev-parse')).toEqual(['rev-parse']);
+  });
 });
 
 describe('startGitServer', { timeout: 30_000 }, () => {

@@ -20,7 +20,7 @@ import { NODE_NAME, NodeIdentity } from '../../schema/fleet.js';
 import { loadYaml } from '../../core/load.js';
 import type { Authorizer, AuthResult } from './auth.js';
 import { enrolmentsDir } from './hooks.js';
-import { mainStamp } from './main-stamp.js';
+import { mainStamp, mainTipFromFiles } from './main-stamp.js';
 import { TrustedMain, type TrustLog } from './trusted-main.js';
 import { matchesHash, Operators, operatorsFile } from './operators.js';
 import { REPORT_REFS, reportRef } from '../../core/report/branch.js';
@@ -124,7 +124,10 @@ class IdentityCache {
     const stamp = mainStamp(dir); // taken before git runs, so that a change racing it is seen at the next request
     const cached = this.repos.get(repo);
     if (stamp !== null && cached?.stamp === stamp) return cached;
-    const main = await git(dir, ['rev-parse', '--verify', '--quiet', 'HEAD^{commit}']);
+    // The stamp is not trusted for a moment after main moves, when every host asks at once: main's
+    // tip read from its ref files saves a git process per request while it is the commit known.
+    const known = cached !== undefined && mainTipFromFiles(dir)?.oid === cached.main;
+    const main = known ? cached.main : await git(dir, ['rev-parse', '--verify', '--quiet', 'HEAD^{commit}']);
     if (!main) return null;
     if (cached?.main === main) {
       const entry = { ...cached, stamp };
