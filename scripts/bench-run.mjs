@@ -7,15 +7,24 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 const TIME = '/usr/bin/time';
+
+/**
+ * The environment every measured process gets: what systemd gives mesh-host.service (and what a
+ * cron or systemd job gives cf-agent), not this shell's. A shell may carry variables that change
+ * what a program does at start: NODE_EXTRA_CA_CERTS (set on this workplace's machines) makes
+ * every node process parse a CA bundle first, ~45 ms here, which no host under its unit pays.
+ */
+export const UNIT_ENV = { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', ...(process.env.LANG ? { LANG: process.env.LANG } : {}) };
+
 const HAS_TIME = existsSync(TIME);
 
-/** Run `cmd args` to completion; resolves { wallMs, rssMb, cpuMs, code, stdout, stderr }. */
+/** Run `cmd args` to completion in UNIT_ENV and `env`; resolves { wallMs, rssMb, cpuMs, code, stdout, stderr }. */
 export function measure(cmd, args, env = {}) {
   const out = join(tmpdir(), `mesh-bench-time-${process.pid}.txt`);
   const argv = HAS_TIME ? [TIME, '-f', '%M %U %S', '-o', out, cmd, ...args] : [cmd, ...args];
   return new Promise((resolve, reject) => {
     const start = process.hrtime.bigint();
-    const proc = spawn(argv[0], argv.slice(1), { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn(argv[0], argv.slice(1), { env: { ...UNIT_ENV, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     let hwmKb = 0;

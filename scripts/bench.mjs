@@ -24,6 +24,8 @@
 // a pass that changes nothing writes nothing. And mesh keeps a store of what it owns and what
 // was there before; cf-agent keeps no such record.
 // Wall time is from spawn to exit; peak RSS and CPU come from the kernel (wait4 via GNU time).
+// Both run with the environment their units give them (bench-run.mjs UNIT_ENV: PATH and LANG),
+// not the shell's.
 // Then the fleet language's cost (scripts/bench-language.mjs): the no-op pass over N literal
 // files against N templated ones, through `apply --bundle` and through `run --once` against a
 // real fleet server, warm and cold cache.
@@ -38,7 +40,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { languageCost, languageRows } from './bench-language.mjs';
-import { measure, median } from './bench-run.mjs';
+import { measure, median, UNIT_ENV } from './bench-run.mjs';
 import { freshRoot, makeDrift, workload, writeCfPolicy, writeMeshBundle } from './bench-workload.mjs';
 
 const top = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -155,6 +157,6 @@ if (LANGUAGE.length) {
   table(languageRows(results.language), 3);
 }
 results.loadavgAfter = loadavg();
-console.log(`\nmedian of ${RUNS} runs; ${results.machine.cpus} cpus, load average ${results.machine.loadavg.map((l) => l.toFixed(1)).join(' ')} at the start, ${results.loadavgAfter.map((l) => l.toFixed(1)).join(' ')} at the end${CF ? '' : '; cf-agent not installed (Debian package cfengine3)'}`);
+console.log(`\nmedian of ${RUNS} runs; ${results.machine.cpus} cpus, load average ${results.machine.loadavg.map((l) => l.toFixed(1)).join(' ')} at the start, ${results.loadavgAfter.map((l) => l.toFixed(1)).join(' ')} at the end; environment ${Object.keys(UNIT_ENV).join(', ')} (as under systemd)${CF ? '' : '; cf-agent not installed (Debian package cfengine3)'}`);
 mkdirSync(join(top, 'bench-results'), { recursive: true });
 writeFileSync(join(top, 'bench-results/bench.json'), JSON.stringify(results, null, 2) + '\n');
