@@ -15,11 +15,10 @@ import { readFileSync } from 'node:fs';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { git, spawnGit } from '../git.js';
+import { REPORT_PACK_PATH } from '../server/report-pack.js';
 
 /** Fetches report commits into the store by id; false when it could not (the caller fetches with git). */
 export type ReportPackFetch = (wants: string[]) => Promise<boolean>;
-
-const PATH = '/mesh/report-pack';
 
 /**
  * A ReportPackFetch for the remote `name` (a remote of the checkout at `dir`, or a URL) into the
@@ -67,7 +66,7 @@ async function resolveTarget(dir: string, name: string): Promise<Target | null> 
   }
   url.username = '';
   url.password = '';
-  url.pathname = url.pathname.replace(/\/$/, '') + PATH;
+  url.pathname = url.pathname.replace(/\/$/, '') + REPORT_PACK_PATH;
   return { url, auth, ...(caFile && url.protocol === 'https:' ? { ca: readFileSync(caFile) } : {}) };
 }
 
