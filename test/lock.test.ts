@@ -42,14 +42,29 @@ function startHost(root: string, bundle: string): { proc: ChildProcess; done: Pr
   return { proc, done };
 }
 
-/** Write the role into the FIFO once the host opens it; if the host never does, unblock the writer when it has exited. */
+/**
+ * Write the role into the FIFO once the host opens it. If the host exits without reading it, a
+ * reader opened here lets the pending writer through, and stays open until the write is done so
+ * the writer can neither block nor meet a closed pipe. A host that dies with the FIFO open leaves
+ * the writer facing a closed pipe: EPIPE then means "not read", not a failure.
+ */
 async function feed(fifo: string, done: Promise<unknown>): Promise<void> {
   let fed = false;
-  const write = writeFile(fifo, ROLE).then(() => void (fed = true));
+  const write = writeFile(fifo, ROLE).then(
+    () => void (fed = true),
+    (e: NodeJS.ErrnoException) => {
+      if (e.code !== 'EPIPE') throw e;
+    },
+  );
   await Promise.race([write, done]);
   await done;
-  if (!fed) closeSync(openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK));
-  await write;
+  if (fed) return;
+  const reader = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
+  try {
+    await write;
+  } finally {
+    closeSync(reader);
+  }
 }
 
 /** mesh-host's own files under `root` (config, node key, credential, store, git, lock), which snapshot() leaves out. */
