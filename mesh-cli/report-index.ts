@@ -30,7 +30,7 @@ import { git } from './git.js';
 import { commitOf, linkFromText, linkOf, reportView, tipOf } from './report-objects.js';
 import { readTexts, writeTexts, type ReportTexts } from './report-texts.js';
 import { openRemote, openStore, type GitObject, type Remote } from './status/git-remote.js';
-import { shardedRemote, shardSources } from './status/shards.js';
+import { plainUrl, shardedRemote, shardSources } from './status/shards.js';
 import {
   damagedNote, DamagedIndex, indexFiles, readIndex, recordJson, reportsLine, writeIndex,
   type IndexFile, type IndexFiles, type NodeRecord, type ReportIndex, type TipRecord,
@@ -78,8 +78,11 @@ export async function openReportStore(fleet: Fleet): Promise<Remote> {
   const store = openStore(fleet.dir, paths);
   const [origin, shards] = await Promise.all([openRemote(fleet.dir, paths, 'origin', store), shardSources(fleet)]);
   if (!shards) return origin;
-  const remotes = await Promise.all(shards.map((s) => openRemote(fleet.dir, paths, s.remote, store)));
-  return shardedRemote(origin, remotes, shards.map((s) => s.url), (line) => console.error(line));
+  const [remotes, originUrl] = await Promise.all([
+    Promise.all(shards.map((s) => openRemote(fleet.dir, paths, s.remote, store))),
+    git(fleet.dir, ['remote', 'get-url', 'origin']).then((url) => plainUrl(url.trim()), () => null),
+  ]);
+  return shardedRemote(origin, remotes, shards.map((s) => s.url), (line) => console.error(line), originUrl);
 }
 
 /** Bring the index up to date (with origin when `network`), verify what changed, and keep it. */

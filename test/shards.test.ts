@@ -187,5 +187,29 @@ describe('sharding a fleet that runs', { timeout: 120_000 }, () => {
     expect(status.code, status.stderr).toBe(0);
     expect(JSON.parse(status.stdout).nodes[0]).toMatchObject({ node: 'app-1', commit: sharded, outcome: 'applied', signature: 'valid', chain: 'ok' });
     expect(sharded).not.toBe(declared);
+
+    // The old copy is back (as when the move's delete failed) while the host went on on its shard:
+    // the next sync deletes it, since the shard's branch holds it. Nothing else moves.
+    const shardTip = await git(join(fleet.server.data, 'reports-0.git'), 'rev-parse', 'refs/heads/reports/app-1');
+    expect(shardTip).not.toBe(before);
+    await git(fleetRepo, 'update-ref', 'refs/heads/reports/app-1', before);
+    const cleaned = await cli(fleet.checkout, 'mirror', 'sync', '--json');
+    expect(cleaned.code, cleaned.stderr).toBe(0);
+    expect(JSON.parse(cleaned.stdout)).toMatchObject({ moved: [], removed: [{ node: 'app-1', from: fleet.plainUrl, heldBy: `${fleet.server.url}reports-0.git` }] });
+    expect(await git(fleetRepo, 'for-each-ref', 'refs/heads/reports/')).toBe('');
+    expect(await git(join(fleet.server.data, 'reports-0.git'), 'rev-parse', 'refs/heads/reports/app-1')).toBe(shardTip);
+    expect(await git(fleet.checkout, 'for-each-ref', 'refs/mesh-copy/', 'refs/mesh-shard/', 'refs/mesh-move/')).toBe('');
+
+    // A copy the shard's branch does not hold stays where it is, and status names it.
+    await git(fleetRepo, 'update-ref', 'refs/heads/reports/app-1', sharded);
+    const kept = await cli(fleet.checkout, 'mirror', 'sync');
+    expect(kept.code, kept.stderr).toBe(0);
+    expect(kept.stdout).not.toContain('reports/app-1');
+    expect(await git(fleetRepo, 'rev-parse', 'refs/heads/reports/app-1')).toBe(sharded);
+    const named = await cli(fleet.checkout, 'status', '--json');
+    expect(named.code, named.stderr).toBe(0);
+    expect(named.stderr).toContain(`app-1 on ${fleet.plainUrl}`);
+    expect(named.stderr).toContain('not read');
+    expect(JSON.parse(named.stdout).nodes[0]).toMatchObject({ node: 'app-1', commit: sharded, outcome: 'applied', signature: 'valid' });
   });
 });

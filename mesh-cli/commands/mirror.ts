@@ -26,6 +26,8 @@ export interface Synced {
   mirrors: Array<{ url: string; ok: boolean; error?: string }>;
   /** Report branches moved to the shard mesh.yaml now names for their node (shards only). */
   moved?: Array<{ node: string; from: string; to: string }>;
+  /** Old copies of report branches deleted because the node's shard holds them (shards only). */
+  removed?: Array<{ node: string; from: string; heldBy: string }>;
 }
 
 /** Push origin's main, as fetched now, to each of `urls` (forced: a mirror follows the fleet server). */
@@ -51,20 +53,27 @@ export async function syncMirrors(fleet: Fleet, urls: string[]): Promise<Synced>
  * added, or the fleet repository held every branch before the reports were sharded), moved
  * there whole: fetched, pushed to its shard where that has no branch of the node yet, and deleted
  * where it was. Its host, which reads its shard from main, goes on from it. A node whose shard
- * already has a branch (its host pushed there first, with its whole history) keeps that one; the
- * old copy stays where it is, and status names it.
+ * already has a branch keeps that one. The old copy is then deleted when that branch holds it
+ * (a move whose delete failed, or a host that pushed its whole history there first, and went on
+ * there since): nothing is lost. A copy the shard's branch does not hold stays where it is, and
+ * status names it.
  */
-export async function moveStrays(fleet: Fleet, shards: ShardSource[]): Promise<NonNullable<Synced['moved']>> {
+export async function moveStrays(fleet: Fleet, shards: ShardSource[]): Promise<Pick<Synced, 'moved' | 'removed'>> {
   const k = shards.length;
   const origin = { url: withoutCredentials((await git(fleet.dir, ['remote', 'get-url', 'origin'])).trim()), remote: 'origin' };
   const sources = [...shards, origin]; // the fleet repository last: no node's branch belongs there
+  // Each source's report branches: node → tip.
   const listed = await Promise.all(sources.map(async (s) => {
     const out = await git(fleet.dir, ['ls-remote', s.remote, `${REPORT_REFS}*`]);
-    return new Set(out.split('\n').filter(Boolean).map((l) => l.split('\t')[1]!.slice(REPORT_REFS.length)));
+    return new Map(out.split('\n').filter(Boolean).map((l) => [l.split('\t')[1]!.slice(REPORT_REFS.length), l.split('\t')[0]!] as const));
   }));
   const moved: NonNullable<Synced['moved']> = [];
+  const removed: NonNullable<Synced['removed']> = [];
   for (const [i, branches] of listed.entries()) {
-    const strays = [...branches].filter((node) => shardOf(node, k) !== i && !listed[shardOf(node, k)]!.has(node));
+    const astray = [...branches.keys()].filter((node) => shardOf(node, k) !== i);
+    const strays = astray.filter((node) => !listed[shardOf(node, k)]!.has(node));
+    const copies = astray.filter((node) => listed[shardOf(node, k)]!.has(node));
+    if (copies.length > 0) removed.push(...(await removeHeldCopies(fleet, copies, sources[i]!, (node) => shards[shardOf(node, k)]!, branches)));
     if (strays.length === 0) continue;
     const temp = (node: string) => `refs/mesh-move/${node}`;
     await git(fleet.dir, ['fetch', '--quiet', '--no-tags', sources[i]!.remote, ...strays.map((node) => `+${REPORT_REFS}${node}:${temp(node)}`)]);
@@ -75,13 +84,37 @@ export async function moveStrays(fleet: Fleet, shards: ShardSource[]): Promise<N
         await git(fleet.dir, ['push', '--quiet', '--no-verify', target.remote, ...going.map((node) => `${temp(node)}:${REPORT_REFS}${node}`)]);
         await git(fleet.dir, ['push', '--quiet', '--no-verify', sources[i]!.remote, ...going.map((node) => `:${REPORT_REFS}${node}`)]);
         moved.push(...going.map((node) => ({ node, from: sources[i]!.url, to: target.url })));
-        for (const node of going) listed[j]!.add(node);
+        for (const node of going) listed[j]!.set(node, branches.get(node)!);
       }
     } finally {
       await git(fleet.dir, ['update-ref', '--stdin'], strays.map((node) => `delete ${temp(node)}\n`).join(''));
     }
   }
-  return moved;
+  return { moved, removed };
+}
+
+/**
+ * The old copies on `source` of branches that the node's shard (`shardFor`) also has, deleted
+ * where the shard's branch holds the copy's tip (the same commit or a later one). `tips` are the
+ * copies' tips as listed: a copy that moved since is not deleted (the push leases that tip).
+ */
+async function removeHeldCopies(fleet: Fleet, copies: string[], source: ShardSource, shardFor: (node: string) => ShardSource, tips: Map<string, string>): Promise<NonNullable<Synced['removed']>> {
+  const temp = (node: string, side: 'copy' | 'shard') => `refs/mesh-${side}/${node}`;
+  const held: string[] = [];
+  try {
+    await git(fleet.dir, ['fetch', '--quiet', '--no-tags', source.remote, ...copies.map((node) => `+${REPORT_REFS}${node}:${temp(node, 'copy')}`)]);
+    const byShard = new Map<ShardSource, string[]>();
+    for (const node of copies) byShard.set(shardFor(node), [...(byShard.get(shardFor(node)) ?? []), node]);
+    for (const [shard, nodes] of byShard) await git(fleet.dir, ['fetch', '--quiet', '--no-tags', shard.remote, ...nodes.map((node) => `+${REPORT_REFS}${node}:${temp(node, 'shard')}`)]);
+    for (const node of copies) {
+      const holds = await git(fleet.dir, ['merge-base', '--is-ancestor', tips.get(node)!, temp(node, 'shard')]).then(() => true, () => false);
+      if (holds) held.push(node);
+    }
+    if (held.length > 0) await git(fleet.dir, ['push', '--quiet', '--no-verify', ...held.map((node) => `--force-with-lease=${REPORT_REFS}${node}:${tips.get(node)}`), source.remote, ...held.map((node) => `:${REPORT_REFS}${node}`)]);
+  } finally {
+    await git(fleet.dir, ['update-ref', '--stdin'], copies.flatMap((node) => [`delete ${temp(node, 'copy')}\n`, `delete ${temp(node, 'shard')}\n`]).join(''));
+  }
+  return held.map((node) => ({ node, from: source.url, heldBy: shardFor(node).url }));
 }
 
 export function mirrorCommand(program: Command): void {
@@ -98,11 +131,12 @@ export function mirrorCommand(program: Command): void {
       const urls = named.length ? named : shards?.map((s) => s.remote);
       if (!urls) throw new MeshError('E_NO_MIRRORS', "name the mirrors to sync (mesh-cli mirror sync URL...), or list the report shards in mesh.yaml's reports.shards", { next: 'human' });
       const synced = await syncMirrors(fleet, urls);
-      if (shards && synced.mirrors.every((m) => m.ok)) synced.moved = await moveStrays(fleet, shards);
+      if (shards && synced.mirrors.every((m) => m.ok)) Object.assign(synced, await moveStrays(fleet, shards));
       if (o.json) console.log(JSON.stringify(synced));
       else {
         for (const m of synced.mirrors) console.log(m.ok ? `${m.url}: main at ${synced.main.slice(0, 12)}` : `${m.url}: not synced: ${m.error}`);
         for (const m of synced.moved ?? []) console.log(`reports/${m.node}: moved from ${m.from} to ${m.to}`);
+        for (const m of synced.removed ?? []) console.log(`reports/${m.node}: old copy deleted from ${m.from} (${m.heldBy} holds it)`);
       }
       const failed = synced.mirrors.filter((m) => !m.ok);
       if (failed.length > 0) throw new MeshError('E_MIRROR_SYNC', `${failed.length} of ${synced.mirrors.length} mirror(s) not synced; their hosts keep the last main they had until the next sync`, { next: 'retry' });

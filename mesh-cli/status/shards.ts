@@ -52,7 +52,7 @@ function withCredentialOf(url: string, origin: string | undefined): string {
 }
 
 /** `url` without a credential and without a trailing slash, to compare two. */
-function plainUrl(url: string): string {
+export function plainUrl(url: string): string {
   try {
     const u = new URL(url);
     u.username = '';
@@ -65,11 +65,11 @@ function plainUrl(url: string): string {
 
 /**
  * One Remote over `origin` (main) and `shards` (the report branches; `urls[i]` names shard i): a
- * node's branch counts only on its own shard. A branch found on another shard (`reports.shards`
- * changed and `mesh-cli mirror sync` has not moved it yet, or pushed there by hand) is not read,
- * and `note` says so once.
+ * node's branch counts only on its own shard. A branch found on another shard, or on the fleet
+ * repository (`originUrl`) when that is no shard (`reports.shards` changed and `mesh-cli mirror
+ * sync` has not moved it yet, or pushed there by hand), is not read, and `note` says so once.
  */
-export function shardedRemote(origin: Remote, shards: Remote[], urls: string[], note: (line: string) => void): Remote {
+export function shardedRemote(origin: Remote, shards: Remote[], urls: string[], note: (line: string) => void, originUrl: string | null = null): Remote {
   const k = shards.length;
   /** `wants` (with their nodes) split by shard: each non-empty part with its shard. */
   const split = (wants: string[], nodes: string[] | undefined): Array<[Remote, string[], string[]]> => {
@@ -89,12 +89,15 @@ export function shardedRemote(origin: Remote, shards: Remote[], urls: string[], 
       const others = prefixes.filter((p) => !p.startsWith(REPORT_REFS));
       // One node's branch (status --node) is asked of its shard only.
       const one = reports.length === 1 && reports[0]!.length > REPORT_REFS.length ? shardOf(reports[0]!.slice(REPORT_REFS.length), k) : null;
+      // The fleet repository's own report branches are listed with main (git lists every branch in one answer) to be named, never read.
+      const originToo = originUrl !== null && !urls.includes(originUrl) && one === null ? reports : [];
       const [main, ...listed] = await Promise.all([
-        others.length ? origin.lsRefs(others) : Promise.resolve(new Map<string, string>()),
+        others.length || originToo.length ? origin.lsRefs([...others, ...originToo]) : Promise.resolve(new Map<string, string>()),
         ...shards.map((s, i) => (reports.length && (one === null || one === i) ? s.lsRefs(reports) : Promise.resolve(new Map<string, string>()))),
       ]);
       const refs = new Map([...main!].filter(([ref]) => !ref.startsWith(REPORT_REFS)));
       const astray: string[] = [];
+      for (const ref of main!.keys()) if (ref.startsWith(REPORT_REFS) && originToo.length) astray.push(`${ref.slice(REPORT_REFS.length)} on ${originUrl}`);
       listed.forEach((got, i) => {
         for (const [ref, oid] of got) {
           if (!ref.startsWith(REPORT_REFS)) continue;
@@ -104,7 +107,7 @@ export function shardedRemote(origin: Remote, shards: Remote[], urls: string[], 
         }
       });
       if (astray.length) {
-        note(`note: ${astray.length} report branch(es) on a shard that is not their node's, not read: ${astray.slice(0, 5).join(', ')}${astray.length > 5 ? ', …' : ''}. `
+        note(`note: ${astray.length} report branch(es) away from their node's shard, not read: ${astray.slice(0, 5).join(', ')}${astray.length > 5 ? ', …' : ''}. `
           + "A node's shard follows mesh.yaml's reports.shards: after a change of the list, 'mesh-cli mirror sync' moves each branch to its node's shard");
       }
       return refs;
