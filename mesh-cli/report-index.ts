@@ -29,7 +29,7 @@ import type { Fleet } from './fleet.js';
 import { git } from './git.js';
 import { commitOf, linkFromText, linkOf, reportView, tipOf } from './report-objects.js';
 import { readTexts, writeTexts, type ReportTexts } from './report-texts.js';
-import { openRemote, openStore, type GitObject, type Remote } from './status/git-remote.js';
+import { openRemote, openStore, type GitObject, type Remote, type UnreachableShard } from './status/git-remote.js';
 import { plainUrl, shardedRemote, shardSources } from './status/shards.js';
 import {
   damagedNote, DamagedIndex, indexFiles, readIndex, recordJson, reportsLine, writeIndex,
@@ -66,13 +66,19 @@ export interface Network {
    * (status/read-out.ts readNodeFiles; null: the node's name is in two folders).
    */
   onMain?(places: Promise<Map<string, string | null>>): void;
+  /**
+   * Given, a report shard that does not answer does not fail the refresh (unless every shard
+   * fails): it is called with those shards, each with how many of the nodes seen before are on it;
+   * their records stay as the last refresh left them.
+   */
+  partial?(shards: Array<UnreachableShard & { nodes: number }>): void;
 }
 
 /**
  * The report branches as status reads them (origin's, or each node's on its shard when mesh.yaml
  * shards them: status/shards.ts), the fetched objects kept beside the index (status/git-remote.ts).
  */
-export async function openReportStore(fleet: Fleet): Promise<Remote> {
+export async function openReportStore(fleet: Fleet, opts: { partial?: boolean } = {}): Promise<Remote> {
   const files = await indexFiles(fleet);
   const paths = { store: files.store, config: files.config };
   const store = openStore(fleet.dir, paths);
@@ -82,13 +88,13 @@ export async function openReportStore(fleet: Fleet): Promise<Remote> {
     Promise.all(shards.map((s) => openRemote(fleet.dir, paths, s.remote, store))),
     git(fleet.dir, ['remote', 'get-url', 'origin']).then((url) => plainUrl(url.trim()), () => null),
   ]);
-  return shardedRemote(origin, remotes, shards.map((s) => s.url), (line) => console.error(line), originUrl);
+  return shardedRemote(origin, remotes, shards.map((s) => s.url), (line) => console.error(line), { originUrl, partial: Boolean(opts.partial) });
 }
 
 /** Bring the index up to date (with origin when `network`), verify what changed, and keep it. */
 export async function refreshIndex(fleet: Fleet, mainRef: string, network: Network | null): Promise<ReportIndex> {
   let pool: VerifyPool | null = null;
-  const remote = network && openReportStore(fleet);
+  const remote = network && openReportStore(fleet, { partial: Boolean(network.partial) });
   remote?.catch(() => undefined); // awaited by the list stage
   const threads: Threads = (expected, memo) => (pool ??= verifyPool(expected, memo));
   const run = () => refresh(fleet, mainRef, network && { ...network, remote: remote! }, threads);
@@ -123,6 +129,7 @@ async function refresh(fleet: Fleet, mainRef: string, network: (Network & { remo
   const vouched: VouchMemo = new Set(before.index.vouched);
   const listed = listing && (await listing);
   lap('ls-refs');
+  if (listed) keepUnreachable(listed, before.seen, network!);
   const plan = planFetch(before.seen, listed?.tips ?? null);
   // Start the threads as soon as reports are known to have changed: they are ready when the first fetch is read.
   if (plan.fresh > 0) threads(plan.fresh, vouched);
@@ -206,6 +213,23 @@ function planFetch(seen: Map<string, string>, tips: Map<string, string> | null):
     fresh: fresh.length,
     removed: [...seen.keys()].filter((node) => !tips.has(node)),
   };
+}
+
+/**
+ * Stage 1's end, where a report shard did not answer (Network.partial): each node seen before on
+ * it keeps the tip it had, so that its record stays as it was (neither fetched nor removed).
+ */
+function keepUnreachable(listed: { remote: Remote; tips: Map<string, string> }, seen: Map<string, string>, network: Network): void {
+  const away = listed.remote.unreachable?.();
+  if (!away || away.shards.length === 0) return;
+  const nodes = new Map(away.shards.map((s) => [s.url, 0]));
+  for (const [node, tip] of seen) {
+    const on = away.of(node);
+    if (!on || listed.tips.has(node)) continue;
+    listed.tips.set(node, tip);
+    nodes.set(on.url, nodes.get(on.url)! + 1);
+  }
+  network.partial?.(away.shards.map((s) => ({ ...s, nodes: nodes.get(s.url)! })));
 }
 
 /** Stage 2: every batch fetched into the report store, FETCHES at a time, in order: each promise settles when its batch is there. */

@@ -12,7 +12,7 @@ import type { Facts } from '../schema/facts.js';
 import { verifyReport, type Verdict, type VerifiedReport } from '../core/report/verify.js';
 import { messageOf, placed } from '../core/errors.js';
 import type { ChainVerdict } from './chain.js';
-import { openReportStore, refreshIndex, type ReportIndex } from './report-index.js';
+import { openReportStore, refreshIndex, type Network, type ReportIndex } from './report-index.js';
 import { commitOf, tipOf } from './report-objects.js';
 import type { GitObject } from './status/git-remote.js';
 import { catFiles, type Fleet } from './fleet.js';
@@ -30,10 +30,12 @@ const indexes = new WeakMap<Fleet, ReportIndex>();
 /**
  * Fetch main (when it moved), and bring the report index up to date with origin's report branches
  * (report-index.ts); `onMain` is called as soon as main is fetched, before the reports are read,
- * with the nodes on it as the refresh reads them (what nodesOnMain would read again).
+ * with the nodes on it as the refresh reads them (what nodesOnMain would read again). With
+ * `partial`, a report shard that does not answer leaves its nodes as the last refresh saw them,
+ * and `partial` is called with those shards (Network.partial); without it, the fetch fails.
  */
-export async function fetchReports(fleet: Fleet, onMain?: (nodes: Promise<Map<string, string | null>>) => void): Promise<void> {
-  indexes.set(fleet, await refreshIndex(fleet, mainRef(fleet), { mainBranch: fleet.config.mainBranch, fetchMain: () => fetchMain(fleet), ...(onMain ? { onMain } : {}) }));
+export async function fetchReports(fleet: Fleet, onMain?: (nodes: Promise<Map<string, string | null>>) => void, partial?: Network['partial']): Promise<void> {
+  indexes.set(fleet, await refreshIndex(fleet, mainRef(fleet), { mainBranch: fleet.config.mainBranch, fetchMain: () => fetchMain(fleet), ...(onMain ? { onMain } : {}), ...(partial ? { partial } : {}) }));
 }
 
 function fetchMain(fleet: Fleet): Promise<string> {

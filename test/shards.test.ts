@@ -5,7 +5,7 @@
  * against), and `status` reads each node from its shard only. One real `mesh-cli serve`
  * holding the fleet repository and two shards.
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -134,6 +134,29 @@ describe('report shards', { timeout: 180_000 }, () => {
     expect((JSON.parse(again.stdout).nodes as typeof rows).find((r) => r.node === a)).toMatchObject({ commit: before.commit, outcome: 'applied', signature: 'valid' });
     const otherUrl = operatorUrl(fleet.server, fleet.operator, other);
     await git(fleet.checkout, 'push', '--quiet', otherUrl, `:refs/heads/reports/${a}`);
+
+    // A shard that does not answer: status shows its nodes as the last run saw them, names the
+    // shard, and exits 3 (try again later); with the shard back, it reads it again.
+    const down = shards[1]!;
+    const onDown = nodes.filter((n) => shardOf(n, 2) === 1);
+    expect(onDown.length).toBeGreaterThan(0);
+    renameSync(join(fleet.server.data, down), join(fleet.server.data, `${down}.away`));
+    const partial = await cli(fleet.checkout, 'status', '--json');
+    renameSync(join(fleet.server.data, `${down}.away`), join(fleet.server.data, down));
+    expect(partial.code, partial.stderr).toBe(3);
+    expect(partial.stderr).toContain(`the report shard ${fleet.server.url}${down} did not answer`);
+    expect(partial.stderr).toContain(`its ${onDown.length} node(s) are shown as the last status run saw them`);
+    const shown = JSON.parse(partial.stdout) as { nodes: typeof rows; unreachable: unknown };
+    expect(shown.unreachable).toEqual([{ url: `${fleet.server.url}${down}`, error: expect.any(String), nodes: onDown.length }]);
+    for (const node of nodes) expect(shown.nodes.find((r) => r.node === node)).toMatchObject({ commit, outcome: 'applied', signature: 'valid', chain: 'ok' });
+    const whole = await cli(fleet.checkout, 'status', '--json');
+    expect(whole.code, whole.stderr).toBe(0);
+    expect(JSON.parse(whole.stdout)).not.toHaveProperty('unreachable');
+    // Other commands that read reports still fail when a shard does not answer (they take no partial view).
+    renameSync(join(fleet.server.data, down), join(fleet.server.data, `${down}.away`));
+    const rollout = await cli(fleet.checkout, 'status', '--commit', commit, '--json');
+    renameSync(join(fleet.server.data, `${down}.away`), join(fleet.server.data, down));
+    expect(rollout.code, rollout.stdout).toBe(3);
 
     // A shard appended: main names it, mirror sync gives it main and moves there the branches of the nodes it takes, and their hosts go on there.
     const three = [...shards, 'fleet-reports-2.git'];

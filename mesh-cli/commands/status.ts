@@ -25,11 +25,16 @@ import { usageExitsTwo } from '../usage.js';
 import { git } from '../git.js';
 import { EXIT } from '../../core/exit.js';
 
+/** A report shard that did not answer status, and how many nodes it holds are shown as the last run saw them. */
+export type UnreachableShards = Array<{ url: string; error: string; nodes: number }>;
+
 /**
  * Fetch reports and main from origin (unless `fetch` is false) and verify every node's last
- * report; with main's tip as fetched (null when there is none).
+ * report; with main's tip as fetched (null when there is none), and the report shards that did
+ * not answer (their nodes as the last run saw them).
  */
-export async function fleetStatus(fleet: Fleet, opts: { fetch: boolean }): Promise<{ nodes: NodeStatus[]; mainTip: string | null }> {
+export async function fleetStatus(fleet: Fleet, opts: { fetch: boolean }): Promise<{ nodes: NodeStatus[]; mainTip: string | null; unreachable: UnreachableShards }> {
+  let unreachable: UnreachableShards = [];
   // The nodes on main, mesh.yaml's trust and main's tip are read as soon as main is fetched, while the reports are
   // (the nodes as the refresh read them, when it did).
   let mainFetched!: (nodes?: Promise<Map<string, string | null>>) => void;
@@ -38,7 +43,7 @@ export async function fleetStatus(fleet: Fleet, opts: { fetch: boolean }): Promi
     trustOnMain(fleet),
     git(fleet.dir, ['rev-parse', '--verify', '--quiet', mainRef(fleet)]).then((out) => out.trim() || null, () => null),
   ]));
-  if (opts.fetch) await fetchReports(fleet, mainFetched);
+  if (opts.fetch) await fetchReports(fleet, mainFetched, (shards) => void (unreachable = shards));
   mainFetched(); // not fetched, or not called back (main is read as it is)
   const [[listing, fleetTrust, mainTip], reported] = await Promise.all([fromMain, reportedNodes(fleet)]);
   const nodes = [...new Set([...listing.keys(), ...reported])].sort();
@@ -70,7 +75,7 @@ export async function fleetStatus(fleet: Fleet, opts: { fetch: boolean }): Promi
       signer: t?.signer ?? null,
       trust: fleetTrust === 'none' ? 'none' : (t?.trust ?? fleetTrust),
     };
-  }), mainTip };
+  }), mainTip, unreachable };
 }
 
 /** mesh.yaml's `trust` on the fetched main (the checkout's own mesh.yaml when main was not fetched). */
@@ -176,15 +181,18 @@ export function statusCommand(program: Command): void {
         const history = await reportHistory(fleet, o.node, o.limit, o.fetch);
         return console.log(o.json ? JSON.stringify(history) : formatHistory(history, new Date()));
       }
-      const { nodes, mainTip } = await fleetStatus(fleet, { fetch: o.fetch });
+      const { nodes, mainTip, unreachable } = await fleetStatus(fleet, { fetch: o.fetch });
       const summary = summarize(nodes, mainTip, fleet.config.mainBranch);
       if (o.html) {
         writeFileSync(o.html, await fleetPage(fleet, nodes, summary, new Date()));
         console.error(`wrote ${o.html}`);
       }
       const unknown = nodes.filter((n) => n.signature === 'missing').map((n) => n.node);
-      console.log(o.json ? JSON.stringify({ nodes, summary, unknown }) : `${formatStatus(nodes, new Date())}\n${summary}`);
-      process.exitCode = statusExit(nodes, mainTip);
+      console.log(o.json ? JSON.stringify({ nodes, summary, unknown, ...(unreachable.length ? { unreachable } : {}) }) : `${formatStatus(nodes, new Date())}\n${summary}`);
+      // A shard that did not answer: its nodes are shown as the last run saw them, and only a failure seen is final.
+      for (const s of unreachable) console.error(`mesh-cli: the report shard ${s.url} did not answer (${s.error}): ${s.nodes ? `its ${s.nodes} node(s) are shown as the last status run saw them` : 'no report on it was read'}; try again later`);
+      const code = statusExit(nodes, mainTip);
+      process.exitCode = unreachable.length && code !== EXIT.failed ? EXIT.retry : code;
     });
 }
 

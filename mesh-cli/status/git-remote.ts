@@ -45,7 +45,18 @@ export interface Remote {
   fetchTips(opts: { wants: string[]; deepen: number } & Owners): Promise<void>;
   /** The same read, of what the store already holds (nothing fetched): `deepen` commits from each of `wants`. */
   readObjects(opts: { wants: string[]; deepen: number }): Promise<Map<string, GitObject>>;
+  /**
+   * Where reports are sharded and the caller lets a listing go on without a shard that did not
+   * answer: those shards, and the one of them a node's branch lies on, if any (its tip is then unknown).
+   */
+  unreachable?(): { shards: UnreachableShard[]; of(node: string): UnreachableShard | undefined };
   close(): Promise<void>;
+}
+
+/** A report shard that did not answer its listing, and what git said. */
+export interface UnreachableShard {
+  url: string;
+  error: string;
 }
 
 /** The node whose report branch each want comes from (`nodes[i]` for `wants[i]`): where reports are sharded, it says which shard to fetch it from (status/shards.ts). */

@@ -11,10 +11,10 @@
  */
 import { shardOf } from '../../core/report/shard.js';
 import { REPORT_REFS } from '../../core/report/branch.js';
-import { MeshError } from '../../core/errors.js';
+import { MeshError, messageOf } from '../../core/errors.js';
 import type { Fleet } from '../fleet.js';
 import { git } from '../git.js';
-import type { GitObject, Remote } from './git-remote.js';
+import type { GitObject, Remote, UnreachableShard } from './git-remote.js';
 
 /** One shard as status reaches it: its URL as mesh.yaml names it, and the remote or URL (with the credential) git is given. */
 export interface ShardSource {
@@ -68,9 +68,13 @@ export function plainUrl(url: string): string {
  * node's branch counts only on its own shard. A branch found on another shard, or on the fleet
  * repository (`originUrl`) when that is no shard (`reports.shards` changed and `mesh-cli mirror
  * sync` has not moved it yet, or pushed there by hand), is not read, and `note` says so once.
+ * With `partial`, a listing goes on without the shards that fail it (unless every shard does):
+ * `unreachable()` names them, and their nodes' tips are unknown.
  */
-export function shardedRemote(origin: Remote, shards: Remote[], urls: string[], note: (line: string) => void, originUrl: string | null = null): Remote {
+export function shardedRemote(origin: Remote, shards: Remote[], urls: string[], note: (line: string) => void, opts: { originUrl?: string | null; partial?: boolean } = {}): Remote {
   const k = shards.length;
+  const originUrl = opts.originUrl ?? null;
+  const away = new Map<number, UnreachableShard>();
   /** `wants` (with their nodes) split by shard: each non-empty part with its shard. */
   const split = (wants: string[], nodes: string[] | undefined): Array<[Remote, string[], string[]]> => {
     if (!nodes || nodes.length !== wants.length) throw new MeshError('E_INTERNAL', 'a sharded report fetch was asked for commits without their nodes');
@@ -91,10 +95,14 @@ export function shardedRemote(origin: Remote, shards: Remote[], urls: string[], 
       const one = reports.length === 1 && reports[0]!.length > REPORT_REFS.length ? shardOf(reports[0]!.slice(REPORT_REFS.length), k) : null;
       // The fleet repository's own report branches are listed with main (git lists every branch in one answer) to be named, never read.
       const originToo = originUrl !== null && !urls.includes(originUrl) && one === null ? reports : [];
-      const [main, ...listed] = await Promise.all([
-        others.length || originToo.length ? origin.lsRefs([...others, ...originToo]) : Promise.resolve(new Map<string, string>()),
-        ...shards.map((s, i) => (reports.length && (one === null || one === i) ? s.lsRefs(reports) : Promise.resolve(new Map<string, string>()))),
-      ]);
+      const none = () => Promise.resolve(new Map<string, string>());
+      const asked = shards.map((s, i) => (reports.length && (one === null || one === i) ? s.lsRefs(reports) : none()));
+      const [main, answers] = await Promise.all([others.length || originToo.length ? origin.lsRefs([...others, ...originToo]) : none(), Promise.allSettled(asked)]);
+      away.clear();
+      const failed = answers.flatMap((a, i) => (a.status === 'rejected' ? [[i, a.reason] as const] : []));
+      if (failed.length > 0 && (!opts.partial || failed.length === shards.length)) throw failed[0]![1];
+      for (const [i, e] of failed) away.set(i, { url: urls[i]!, error: messageOf(e).split('\n')[0]! });
+      const listed = answers.map((a) => (a.status === 'fulfilled' ? a.value : new Map<string, string>()));
       const refs = new Map([...main!].filter(([ref]) => !ref.startsWith(REPORT_REFS)));
       const astray: string[] = [];
       for (const ref of main!.keys()) if (ref.startsWith(REPORT_REFS) && originToo.length) astray.push(`${ref.slice(REPORT_REFS.length)} on ${originUrl}`);
@@ -120,7 +128,8 @@ export function shardedRemote(origin: Remote, shards: Remote[], urls: string[], 
       await Promise.all(split(wants, nodes).map(([s, w, n]) => s.fetchTips({ wants: w, deepen, nodes: n })));
     },
     // Every shard fetches into the same store: any of them reads it.
-    readObjects: (opts) => origin.readObjects(opts),
+    readObjects: (o) => origin.readObjects(o),
+    unreachable: () => ({ shards: [...away.values()], of: (node) => away.get(shardOf(node, k)) }),
     async close() {
       await Promise.all([origin, ...shards].map((r) => r.close()));
     },
