@@ -235,4 +235,30 @@ describe('sharding a fleet that runs', { timeout: 120_000 }, () => {
     expect(named.stderr).toContain('not read');
     expect(JSON.parse(named.stdout).nodes[0]).toMatchObject({ node: 'app-1', commit: sharded, outcome: 'applied', signature: 'valid' });
   });
+
+  it('mirror sync never touches the branches of a shard that is the fleet repository itself', async () => {
+    const fleet = await createFleet();
+    open.push(fleet);
+    const root = await fleet.enrol('app-1');
+    await fleet.commit({ 'nodes/app-1/base.yaml': 'resources:\n  - type: file\n    path: /etc/motd\n    content: "one\\n"\n' }, 'motd');
+    expect((await hostCmd(root, 'run', '--once')).code).toBe(0);
+    const fleetRepo = join(fleet.server.data, 'fleet.git');
+    const before = await git(fleetRepo, 'rev-parse', 'refs/heads/reports/app-1');
+
+    // app-1's shard is the fleet repository, listed in mesh.yaml beside one other shard.
+    await git(fleet.server.data, 'init', '--quiet', '--bare', '--initial-branch=main', 'reports-1.git');
+    const list = shardOf('app-1', 2) === 0 ? ['fleet.git', 'reports-1.git'] : ['reports-1.git', 'fleet.git'];
+    const meshYaml = readFileSync(join(fleet.checkout, 'mesh.yaml'), 'utf8');
+    await fleet.commit({ 'mesh.yaml': `${meshYaml}reports:\n  shards:\n${list.map((r) => `    - ${fleet.server.url}${r}\n`).join('')}` }, 'the fleet repository as a shard');
+    const synced = await cli(fleet.checkout, 'mirror', 'sync', '--json');
+    expect(synced.code, synced.stderr).toBe(0);
+    expect(JSON.parse(synced.stdout)).toMatchObject({ moved: [], removed: [] });
+    expect(await git(fleetRepo, 'rev-parse', 'refs/heads/reports/app-1')).toBe(before);
+    const pass = await hostCmd(root, 'run', '--once');
+    expect(pass.code, pass.stderr).toBe(0);
+    expect(await git(fleetRepo, 'rev-parse', 'refs/heads/reports/app-1~1')).toBe(before); // the host went on there
+    const status = await cli(fleet.checkout, 'status', '--json');
+    expect(status.code, status.stderr).toBe(0);
+    expect(status.stderr).not.toContain('not read');
+  });
 });

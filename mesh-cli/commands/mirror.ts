@@ -16,7 +16,7 @@ import type { Command } from 'commander';
 import { MeshError, messageOf } from '../../core/errors.js';
 import { openFleet, type Fleet } from '../fleet.js';
 import { git } from '../git.js';
-import { shardSources, type ShardSource } from '../status/shards.js';
+import { plainUrl, shardSources, type ShardSource } from '../status/shards.js';
 import { shardOf } from '../../core/report/shard.js';
 import { REPORT_REFS } from '../../core/report/branch.js';
 import { withoutCredentials } from './token.js';
@@ -61,7 +61,8 @@ export async function syncMirrors(fleet: Fleet, urls: string[]): Promise<Synced>
 export async function moveStrays(fleet: Fleet, shards: ShardSource[]): Promise<Pick<Synced, 'moved' | 'removed'>> {
   const k = shards.length;
   const origin = { url: withoutCredentials((await git(fleet.dir, ['remote', 'get-url', 'origin'])).trim()), remote: 'origin' };
-  const sources = [...shards, origin]; // the fleet repository last: no node's branch belongs there
+  // The fleet repository last, as a place no node's branch belongs; unless mesh.yaml lists it as a shard itself.
+  const sources = shards.some((s) => s.url === plainUrl(origin.url)) ? [...shards] : [...shards, origin];
   // Each source's report branches: node → tip.
   const listed = await Promise.all(sources.map(async (s) => {
     const out = await git(fleet.dir, ['ls-remote', s.remote, `${REPORT_REFS}*`]);
