@@ -5,6 +5,8 @@
  * reads a raw tree as `git ls-tree` lists it, under SHA-1 and SHA-256.
  */
 import { execFileSync } from 'node:child_process';
+import { chmodSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { isFileMode, treeEntries } from '../core/git/tree.js';
 import { catFileBatch } from '../mesh-cli/git.js';
@@ -53,6 +55,33 @@ describe('catFileBatch', () => {
       expect(b!.data.equals(big)).toBe(true);
     } finally {
       await batch.close();
+    }
+  });
+
+  it('reads through --batch where git is older than --batch-command (2.36)', async () => {
+    const { dir, oids } = repoWith([Buffer.from('one'), Buffer.from('two')]);
+    // A git that refuses --batch-command as git 2.35 does, and runs the real one otherwise.
+    const bin = tmp('mesh-oldgit-');
+    const real = execFileSync('sh', ['-c', 'command -v git']).toString().trim();
+    writeFileSync(join(bin, 'git'), `#!/bin/sh\ncase " $* " in *" --batch-command "*) echo "error: unknown option \\\`batch-command'" >&2; exit 129;; esac\nexec ${real} "$@"\n`);
+    chmodSync(join(bin, 'git'), 0o755);
+    const path = process.env.PATH;
+    process.env.PATH = `${bin}:${path}`;
+    try {
+      const batch = catFileBatch(dir, [`--git-dir=${dir}`]);
+      try {
+        const [a, b] = await batch.read(oids);
+        expect(a!.data.toString()).toBe('one');
+        expect(b!.data.toString()).toBe('two');
+        const [again] = await batch.read([oids[1]!]);
+        expect(again!.data.toString()).toBe('two');
+      } finally {
+        await batch.close();
+      }
+      // Closed before any read, it still ends.
+      await catFileBatch(dir, [`--git-dir=${dir}`]).close();
+    } finally {
+      process.env.PATH = path;
     }
   });
 });
