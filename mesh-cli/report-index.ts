@@ -335,7 +335,10 @@ function readChunkOut(tips: Batch['tips'], got: Map<string, GitObject>, out: Rea
 async function readStale(nodes: Record<string, NodeRecord>, read: ReadOut, ctx: { ids: Map<string, string>; identities: IndexFile['identities']; textOf: (node: string) => ReportTexts | undefined; remote: Remote | null; submit: Submit }): Promise<{ count: number; texts: Map<string, ReportTexts> }> {
   const stale = Object.entries(nodes).filter(([node, r]) => !read.records.has(node) && r.tip.identity !== (ctx.ids.get(node) ?? ''));
   const texts = new Map<string, ReportTexts>();
-  const lost = stale.filter(([node, r]) => ctx.textOf(node)?.commit !== r.tip.commit);
+  // A node on a report shard that did not answer (Network.partial) cannot be fetched again now.
+  const away = ctx.remote?.unreachable?.();
+  const shardOfNode = (node: string) => (away && away.shards.length > 0 ? away.of(node) : undefined);
+  const lost = stale.filter(([node, r]) => ctx.textOf(node)?.commit !== r.tip.commit && !shardOfNode(node));
   if (lost.length && ctx.remote) {
     const objects = await ctx.remote.fetchObjects({ wants: lost.map(([, r]) => r.tip.commit), nodes: lost.map(([node]) => node), deepen: 1 });
     for (const [node, r] of lost) {
@@ -347,7 +350,9 @@ async function readStale(nodes: Record<string, NodeRecord>, read: ReadOut, ctx: 
   for (const [node, r] of stale) {
     const kept = texts.get(node) ?? ctx.textOf(node);
     const status = kept?.commit === r.tip.commit ? kept.status : undefined;
-    if (status === undefined) setVerdict(r.tip, '\0', { signature: 'missing', reason: 'node.yaml changed on main since this report was verified, and its text is not in the checkout: run status again with the server reachable' });
+    const down = status === undefined ? shardOfNode(node) : undefined;
+    if (down) setVerdict(r.tip, '\0', { signature: 'missing', reason: `node.yaml changed on main since this report was verified, its text is not in the checkout, and its report shard ${down.url} did not answer: run status again when it does` });
+    else if (status === undefined) setVerdict(r.tip, '\0', { signature: 'missing', reason: 'node.yaml changed on main since this report was verified, and its text is not in the checkout: run status again with the server reachable' });
     else {
       const job = judge(r.tip, node, kept!, status === null ? null : parseReport(node, status.toString('utf8')), ctx.ids.get(node) ?? '', ctx.identities);
       if (job) jobs.push(job);

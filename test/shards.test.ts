@@ -5,7 +5,7 @@
  * against), and `status` reads each node from its shard only. One real `mesh-cli serve`
  * holding the fleet repository and two shards.
  */
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -152,6 +152,23 @@ describe('report shards', { timeout: 180_000 }, () => {
     const whole = await cli(fleet.checkout, 'status', '--json');
     expect(whole.code, whole.stderr).toBe(0);
     expect(JSON.parse(whole.stdout)).not.toHaveProperty('unreachable');
+    // A node on the shard that does not answer, whose node.yaml changed on main and whose report
+    // text the checkout no longer keeps, cannot be verified again now: it is shown as not verified,
+    // with the shard named, and the rest of the fleet as before (exit 3, not a failure as a whole).
+    const changed = onDown[0]!;
+    const nodeYaml = readFileSync(join(fleet.checkout, 'nodes', changed, 'node.yaml'), 'utf8');
+    await fleet.commit({ [`nodes/${changed}/node.yaml`]: `${nodeYaml}# looked at again\n` }, 'node.yaml touched');
+    rmSync(join(fleet.checkout, '.git', 'mesh', 'report-texts.bin'), { force: true });
+    renameSync(join(fleet.server.data, down), join(fleet.server.data, `${down}.away`));
+    const stale = await cli(fleet.checkout, 'status', '--json');
+    renameSync(join(fleet.server.data, `${down}.away`), join(fleet.server.data, down));
+    expect(stale.code, stale.stderr).toBe(3);
+    const staleRows = (JSON.parse(stale.stdout) as { nodes: typeof rows }).nodes;
+    expect(staleRows.find((r) => r.node === changed)).toMatchObject({ signature: 'missing', reason: expect.stringContaining(`its report shard ${fleet.server.url}${down} did not answer`) });
+    for (const node of nodes.filter((n) => n !== changed)) expect(staleRows.find((r) => r.node === node)).toMatchObject({ commit, signature: 'valid' });
+    const back = await cli(fleet.checkout, 'status', '--json');
+    expect(back.code, back.stderr).toBe(4); // verified again; no node has applied main's new commit yet
+    expect((JSON.parse(back.stdout) as { nodes: typeof rows }).nodes.find((r) => r.node === changed)).toMatchObject({ commit, outcome: 'applied', signature: 'valid' });
     // Other commands that read reports still fail when a shard does not answer (they take no partial view).
     renameSync(join(fleet.server.data, down), join(fleet.server.data, `${down}.away`));
     const rollout = await cli(fleet.checkout, 'status', '--commit', commit, '--json');
