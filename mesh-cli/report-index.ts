@@ -29,8 +29,8 @@ import type { Fleet } from './fleet.js';
 import { git } from './git.js';
 import { commitOf, linkFromText, linkOf, reportView, tipOf } from './report-objects.js';
 import { readTexts, writeTexts, type ReportTexts } from './report-texts.js';
-import { openRemote, openStore, type GitObject, type Remote, type UnreachableShard } from './status/git-remote.js';
-import { plainUrl, shardedRemote, shardSources } from './status/shards.js';
+import { openRemote, openStore, type GitObject, type Remote } from './status/git-remote.js';
+import { plainUrl, shardedRemote, shardSources, type UnreachableShards } from './status/shards.js';
 import {
   damagedNote, DamagedIndex, indexFiles, readIndex, recordJson, reportsLine, writeIndex,
   type IndexFile, type IndexFiles, type NodeRecord, type ReportIndex, type TipRecord,
@@ -71,7 +71,7 @@ export interface Network {
    * fails): it is called with those shards, each with how many of the nodes seen before are on it;
    * their records stay as the last refresh left them.
    */
-  partial?(shards: Array<UnreachableShard & { nodes: number }>): void;
+  partial?(shards: UnreachableShards): void;
 }
 
 /**

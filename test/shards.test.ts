@@ -141,9 +141,11 @@ describe('report shards', { timeout: 180_000 }, () => {
     const onDown = nodes.filter((n) => shardOf(n, 2) === 1);
     expect(onDown.length).toBeGreaterThan(0);
     renameSync(join(fleet.server.data, down), join(fleet.server.data, `${down}.away`));
-    const partial = await cli(fleet.checkout, 'status', '--json');
+    const page = join(fleet.dir, 'fleet.html');
+    const partial = await cli(fleet.checkout, 'status', '--json', '--html', page);
     renameSync(join(fleet.server.data, `${down}.away`), join(fleet.server.data, down));
     expect(partial.code, partial.stderr).toBe(3);
+    expect(readFileSync(page, 'utf8')).toContain(`the report shard ${fleet.server.url}${down} did not answer`); // the page says so too
     expect(partial.stderr).toContain(`the report shard ${fleet.server.url}${down} did not answer`);
     expect(partial.stderr).toContain(`its ${onDown.length} node(s) are shown as the last status run saw them`);
     const shown = JSON.parse(partial.stdout) as { nodes: typeof rows; unreachable: unknown };

@@ -16,6 +16,7 @@ import type { Rollout } from '../rollout.js';
 import { affectedAt, rolloutAt } from './rollout.js';
 import type { NodeStatus } from '../status/node-status.js';
 import { CONTRAST_SCRIPT, STYLE } from '../status/page-style.js';
+import { outageNote, type UnreachableShards } from '../status/shards.js';
 import { git } from '../git.js';
 
 /** How far back on main to look for commits that changed declarations, and how many rollouts to draw. */
@@ -43,8 +44,8 @@ const TONE: Record<string, Tone> = {
   unverified: 'problem',
 };
 
-/** The page for `nodes` (from fleetStatus), with the rollouts of the last commits on the fetched main. */
-export async function fleetPage(fleet: Fleet, nodes: NodeStatus[], summary: string, now: Date): Promise<string> {
+/** The page for `nodes` (from fleetStatus), with the rollouts of the last commits on the fetched main, and a note for each report shard that did not answer. */
+export async function fleetPage(fleet: Fleet, nodes: NodeStatus[], summary: string, now: Date, unreachable: UnreachableShards = []): Promise<string> {
   const rollouts = await lastRollouts(fleet);
   const title = `mesh · ${fleet.config.name}`;
   return [
@@ -54,6 +55,7 @@ export async function fleetPage(fleet: Fleet, nodes: NodeStatus[], summary: stri
     '<body>',
     `<h1>${esc(title)}</h1>`,
     `<p class="summary">${esc(summary)} <span class="when">as of ${esc(now.toISOString().slice(0, 19))}Z</span></p>`,
+    ...unreachable.map((s) => `<p class="detail waiting outage">${esc(outageNote(s))}</p>`),
     '<h2>Rollouts of the last commits</h2>',
     rollouts.length === 0 ? '<p>No commit on main has changed a declaration yet.</p>' : rolloutTable(rollouts),
     '<h2>Nodes</h2>',

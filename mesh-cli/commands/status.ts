@@ -20,13 +20,13 @@ import { formatHistory, reportHistory } from '../history.js';
 import { age, parseDuration } from '../../core/duration.js';
 import { eligibility, failureLines, uncheckedLines, fetchReports, lastReports, mainRef, nodesOnMain, reportedNodes, trusted } from '../reports.js';
 import { fleetPage } from './html.js';
+import { outageNote, type UnreachableShards } from '../status/shards.js';
 import { rolloutCommand } from './rollout.js';
 import { usageExitsTwo } from '../usage.js';
 import { git } from '../git.js';
 import { EXIT } from '../../core/exit.js';
 
 /** A report shard that did not answer status, and how many nodes it holds are shown as the last run saw them. */
-export type UnreachableShards = Array<{ url: string; error: string; nodes: number }>;
 
 /**
  * Fetch reports and main from origin (unless `fetch` is false) and verify every node's last
@@ -184,13 +184,13 @@ export function statusCommand(program: Command): void {
       const { nodes, mainTip, unreachable } = await fleetStatus(fleet, { fetch: o.fetch });
       const summary = summarize(nodes, mainTip, fleet.config.mainBranch);
       if (o.html) {
-        writeFileSync(o.html, await fleetPage(fleet, nodes, summary, new Date()));
+        writeFileSync(o.html, await fleetPage(fleet, nodes, summary, new Date(), unreachable));
         console.error(`wrote ${o.html}`);
       }
       const unknown = nodes.filter((n) => n.signature === 'missing').map((n) => n.node);
       console.log(o.json ? JSON.stringify({ nodes, summary, unknown, ...(unreachable.length ? { unreachable } : {}) }) : `${formatStatus(nodes, new Date())}\n${summary}`);
       // A shard that did not answer: its nodes are shown as the last run saw them, and only a failure seen is final.
-      for (const s of unreachable) console.error(`mesh-cli: the report shard ${s.url} did not answer (${s.error}): ${s.nodes ? `its ${s.nodes} node(s) are shown as the last status run saw them` : 'no report on it was read'}; try again later`);
+      for (const s of unreachable) console.error(`mesh-cli: ${outageNote(s)}`);
       const code = statusExit(nodes, mainTip);
       process.exitCode = unreachable.length && code !== EXIT.failed ? EXIT.retry : code;
     });

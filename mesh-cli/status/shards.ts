@@ -16,6 +16,14 @@ import type { Fleet } from '../fleet.js';
 import { git } from '../git.js';
 import type { GitObject, Remote, UnreachableShard } from './git-remote.js';
 
+/** A report shard that did not answer a status run, and how many nodes seen before are on it (shown as that run saw them). */
+export type UnreachableShards = Array<UnreachableShard & { nodes: number }>;
+
+/** What status says of a shard that did not answer, on stderr and on the page. */
+export function outageNote(s: UnreachableShards[number]): string {
+  return `the report shard ${s.url} did not answer (${s.error}): ${s.nodes ? `its ${s.nodes} node(s) are shown as the last status run saw them` : 'no report on it was read'}; try again later`;
+}
+
 /** One shard as status reaches it: its URL as mesh.yaml names it, and the remote or URL (with the credential) git is given. */
 export interface ShardSource {
   url: string;
