@@ -21,7 +21,7 @@
  * duration, so that a start limit of minutes plays out in a test in seconds.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execWords, parseTimeSpan, parseUnit, readEnvironmentFile, type UnitFile } from './unit-file.js';
@@ -210,8 +210,15 @@ export class Supervisor {
     }
   }
 
+  /**
+   * Written whole and renamed into place: a unit command's `systemctl show` may read it at any
+   * moment, and a file being rewritten in place can be read empty (seen: a rollback at the start
+   * limit read no state and went ahead without knowing that systemd had given up).
+   */
   private setState(name: string, state: 'running' | 'auto-restart' | 'failed' | 'dead'): void {
-    writeFileSync(join(this.fakeBin(), `state.${name}`), `${state}\n`);
+    const file = join(this.fakeBin(), `state.${name}`);
+    writeFileSync(`${file}.new`, `${state}\n`);
+    renameSync(`${file}.new`, file);
   }
 
   private unit(name: string): UnitState {
