@@ -166,6 +166,7 @@ describe('report shards', { timeout: 180_000 }, () => {
     renameSync(join(fleet.server.data, `${down}.away`), join(fleet.server.data, down));
     expect(stale.code, stale.stderr).toBe(3);
     const staleRows = (JSON.parse(stale.stdout) as { nodes: typeof rows }).nodes;
+    expect(JSON.parse(stale.stdout).summary).toMatch(new RegExp(`^${nodes.length} nodes: ${nodes.length - 1} applied, 1 with a report not verified;`));
     expect(staleRows.find((r) => r.node === changed)).toMatchObject({ signature: 'missing', reason: expect.stringContaining(`its report shard ${fleet.server.url}${down} did not answer`) });
     for (const node of nodes.filter((n) => n !== changed)) expect(staleRows.find((r) => r.node === node)).toMatchObject({ commit, signature: 'valid' });
     const back = await cli(fleet.checkout, 'status', '--json');

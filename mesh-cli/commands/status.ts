@@ -124,8 +124,11 @@ export function summarize(rows: NodeStatus[], mainTip: string | null, mainBranch
   const count = (pred: (r: NodeStatus) => boolean) => rows.filter(pred).length;
   const outcomes = ['applied', 'unverified', 'failed', 'untrusted', 'enrolled', 'ineligible', 'retired'] as const;
   const parts = outcomes.map((o) => [count((r) => r.outcome === o), o] as const).filter(([n]) => n > 0).map(([n, o]) => `${n} ${o}`);
-  const none = count((r) => r.outcome === null && r.signature === 'missing');
+  // A report there, whose signature could not be checked this run (its shard down, its text gone): not a node that never reported.
+  const none = count((r) => r.outcome === null && r.signature === 'missing' && !r.claimed);
   if (none) parts.push(`${none} never enrolled`);
+  const unchecked = count((r) => r.outcome === null && r.signature === 'missing' && r.claimed !== undefined);
+  if (unchecked) parts.push(`${unchecked} with a report not verified`);
   const revoked = count((r) => r.signature === 'revoked');
   if (revoked) parts.push(`${revoked} revoked`);
   const notes = [parts.join(', ') || 'no reports'];
@@ -133,8 +136,8 @@ export function summarize(rows: NodeStatus[], mainTip: string | null, mainBranch
   if (bad) notes.push(`${bad} with a report whose signature is not valid`);
   const broken = count((r) => r.chain !== 'ok');
   if (broken) notes.push(`${broken} with a replayed, reordered or forked report chain`);
-  const unchecked = count((r) => r.trust === 'none');
-  if (unchecked) notes.push(`${unchecked} not checking commit signatures (trust: none)`);
+  const untrusting = count((r) => r.trust === 'none');
+  if (untrusting) notes.push(`${untrusting} not checking commit signatures (trust: none)`);
   const ineligible = count((r) => r.eligible === false && r.outcome !== 'ineligible');
   if (ineligible) notes.push(`${ineligible} more ineligible`);
   if (mainTip) {
