@@ -26,8 +26,6 @@ import { usageExitsTwo } from '../usage.js';
 import { git } from '../git.js';
 import { EXIT } from '../../core/exit.js';
 
-/** A report shard that did not answer status, and how many nodes it holds are shown as the last run saw them. */
-
 /**
  * Fetch reports and main from origin (unless `fetch` is false) and verify every node's last
  * report; with main's tip as fetched (null when there is none), and the report shards that did
