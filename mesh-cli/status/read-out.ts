@@ -4,7 +4,7 @@
  * parsed once into the index.
  */
 import { hash } from 'node:crypto';
-import { parse } from 'yaml';
+import { yaml } from '../../core/load.js';
 import type { IdentityKeys } from '../../core/report/claims.js';
 import type { parseReport } from '../../core/report/verify.js';
 import { NodeIdentity } from '../../schema/fleet.js';
@@ -99,9 +99,10 @@ export async function identityBlobs(files: Promise<NodeFiles>, fleet: Fleet, ind
   return { ids, listed: missing.length + unused.length > 0 };
 }
 
+/** A node.yaml's identity, or null when it is not one; the YAML library is loaded only when a node.yaml is new to the index. */
 function parseIdentity(text: string | undefined): NodeIdentity | null {
   try {
-    const parsed = NodeIdentity.safeParse(parse(text ?? '', { uniqueKeys: true }));
+    const parsed = NodeIdentity.safeParse(yaml().parse(text ?? '', { uniqueKeys: true }));
     return parsed.success ? parsed.data : null;
   } catch {
     return null;
