@@ -3,7 +3,7 @@
  * arbitrary and mutated input, never crash or hang and always answer with problems that
  * carry a file, line and column; the commit-signature check of agent/trust.ts answers any
  * bytes with a verdict, and the commit header reader status uses answers any bytes with null or
- * well-formed ids. (The SSHSIG parser's own fuzzing is in sign.test.ts.)
+ * well-formed ids, and so does the reader of git's ref advertisement status lists branches with. (The SSHSIG parser's own fuzzing is in sign.test.ts.)
  */
 import fc from 'fast-check';
 import { stringify } from 'yaml';
@@ -19,6 +19,7 @@ import { loadYaml, MAX_FILE_BYTES } from '../core/load.js';
 import { Report } from '../schema/report.js';
 import { TokenFile } from '../schema/token.js';
 import { verifyReport } from '../core/report/verify.js';
+import { headsOf } from '../mesh-cli/status/http-direct.js';
 
 const RUNS = 10_000;
 
@@ -145,6 +146,26 @@ describe('hostile input never crashes the token file or commit-signature parsers
     }
     fc.assert(fc.property(mutated(signed), (text) => wellFormed(commitHeaders(Buffer.from(text, 'latin1')))), { numRuns: RUNS });
     fc.assert(fc.property(fc.uint8Array({ maxLength: 400 }), (bytes) => wellFormed(commitHeaders(bytes))), { numRuns: RUNS });
+  });
+
+  it('the ref advertisement reader status lists branches with answers any bytes with null or branches and ids, and reads a real one', () => {
+    const oid = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
+    const pkt = (line: string) => (Buffer.byteLength(line) + 4).toString(16).padStart(4, '0') + line;
+    const [a, b] = ['1'.repeat(40), '2'.repeat(40)];
+    const advert = pkt('# service=git-upload-pack\n') + '0000' + pkt(`${a} HEAD\0multi_ack symref=HEAD:refs/heads/main agent=git/2.47\n`)
+      + pkt(`${a} refs/heads/main\n`) + pkt(`${b} refs/heads/reports/web-1\n`) + pkt(`${b} refs/tags/v1\n`) + pkt(`${a} refs/tags/v1^{}\n`) + '0000';
+    expect(headsOf(Buffer.from(advert))).toEqual(new Map([['refs/heads/main', a], ['refs/heads/reports/web-1', b]]));
+    const empty = pkt('# service=git-upload-pack\n') + '0000' + pkt(`${'0'.repeat(40)} capabilities^{}\0agent=git/2.47\n`) + '0000';
+    expect(headsOf(Buffer.from(empty))).toEqual(new Map());
+    for (const cut of [advert.slice(0, -4), advert.slice(0, -10), advert + '0000', advert.replace('# service', '# servic_')]) expect(headsOf(Buffer.from(cut))).toBeNull();
+    const wellFormed = (heads: Map<string, string> | null) => {
+      for (const [ref, id] of heads ?? []) {
+        expect(ref.startsWith('refs/heads/')).toBe(true);
+        expect(id).toMatch(oid);
+      }
+    };
+    fc.assert(fc.property(mutated(advert), (text) => wellFormed(headsOf(Buffer.from(text, 'latin1')))), { numRuns: RUNS });
+    fc.assert(fc.property(fc.uint8Array({ maxLength: 400 }), (bytes) => wellFormed(headsOf(Buffer.from(bytes)))), { numRuns: RUNS });
   });
 
   it('arbitrary bytes get a verdict from the commit-signature check, and a message for every refusal', () => {

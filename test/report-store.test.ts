@@ -85,15 +85,57 @@ function revList(...args: string[]): string[] {
   return text(bare, 'rev-list', '--objects', ...args).split('\n').map((l) => l.slice(0, 40)).sort();
 }
 
+/** The server's requests as "METHOD path status", in order. */
+const served = () => fleet.server.stderr().split('\n').flatMap((l) => {
+  try {
+    const r = JSON.parse(l.slice(l.indexOf('{'))) as { msg?: string; method?: string; path?: string; status?: number };
+    return r.method && r.path ? [`${r.method} ${r.path} ${r.status}`] : [];
+  } catch {
+    return [];
+  }
+});
+/** How many requests the server has logged, once no more come in (it logs each as its answer ends, and they reach this process as its event loop turns). */
+async function settled(): Promise<number> {
+  let seen = -1;
+  while (served().length !== seen) {
+    seen = served().length;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return seen;
+}
+
+/** The requests served after the first `from`, once there are `count` (the server logs each as its answer ends). */
+async function servedSince(from: number, count: number): Promise<string[]> {
+  for (let i = 0; i < 100 && served().length < from + count; i++) await new Promise((r) => setTimeout(r, 20));
+  return served().slice(from);
+}
+const lsRemoteHeads = (dir: string) => Object.fromEntries(text(dir, 'ls-remote', '--heads', 'origin').split('\n').map((l) => l.split('\t').reverse()));
 const plain = (m: Map<string, GitObject>) => new Map([...m].map(([oid, o]) => [oid, { type: o.type, data: o.data.toString('latin1') }]));
 
 describe('reading report branches through the git binary over smart HTTP', () => {
-  it('lists exactly the refs under the prefixes asked for', async () => {
+  it('lists exactly the refs under the prefixes asked for, in one request from the process (git\'s ref advertisement)', async () => {
+    const heads = lsRemoteHeads(fleet.checkout);
+    const main = text(bare, 'rev-parse', 'refs/heads/main');
+    const before = await settled();
     const remote = await openRemote(fleet.checkout);
     const reports = Object.fromEntries(['a', 'b', 'c'].map((b) => [`refs/heads/reports/${b}`, history[b]!.at(-1)!]));
     expect(Object.fromEntries(await remote.lsRefs(['refs/heads/reports/']))).toEqual(reports);
-    const main = text(bare, 'rev-parse', 'refs/heads/main');
     expect(Object.fromEntries(await remote.lsRefs(['refs/heads/reports/', 'refs/heads/main']))).toEqual({ ...reports, 'refs/heads/main': main });
+    expect(Object.fromEntries(await remote.lsRefs(['refs/heads/']))).toEqual(heads);
+    // `git ls-remote` would have made two requests each (protocol v2: the advertisement, then ls-refs).
+    expect(await servedSince(before, 3)).toEqual(Array(3).fill('GET /fleet.git/info/refs 200'));
+  });
+
+  it('lists through `git ls-remote` where a request from the process would not be the one git makes', async () => {
+    const dir = mkdtempSync(join(fleet.dir, 'extra-header-'));
+    text(dir, 'init', '-q');
+    text(dir, 'remote', 'add', 'origin', fleet.repoUrl);
+    text(dir, 'config', 'http.extraHeader', 'X-Test: 1');
+    const heads = lsRemoteHeads(fleet.checkout);
+    const before = await settled();
+    expect(Object.fromEntries(await (await openRemote(dir)).lsRefs(['refs/heads/']))).toEqual(heads);
+    await settled();
+    expect(served().slice(before)).toContain('POST /fleet.git/git-upload-pack 200'); // git's ls-refs command (protocol v2)
   });
 
   it('fetches each tip with its tree and blobs at depth 1, byte-equal to what git has, and the checkout does not become shallow', async () => {

@@ -1,8 +1,9 @@
 /**
  * How status reaches origin's report branches: through the git binary (git.ts). `git ls-remote`
- * lists every report tip; `git fetch` brings the changed tips by id (one or two commits deep, or
- * down to the tip seen before), or, for the tips one commit deep from a `mesh-cli serve`, one
- * request that `git index-pack` takes into the same store (report-pack.ts); one streaming
+ * lists every report tip (over HTTP, one request from this process instead: http-direct.ts);
+ * `git fetch` brings the changed tips by id (one or two commits deep, or down to the tip seen
+ * before), or, for the tips one commit deep from a `mesh-cli serve`, one request that
+ * `git index-pack` takes into the same store (report-pack.ts); one streaming
  * `git cat-file --batch` reads each fetched report commit, its tree, status.json and its signature.
  *
  * The fetched objects go to an object store of their own, `.git/mesh/reports.git`, not to the
@@ -28,6 +29,7 @@ import { isFileMode, treeEntries } from '../../core/git/tree.js';
 import { oversizedText } from '../../core/report/verify.js';
 import { catFileBatch, gitBytes, type BatchObject, type CatFileBatch } from '../git.js';
 import { MAX_REPORT_FILE } from '../server/hooks.js';
+import { advertisedHeads, direct } from './http-direct.js';
 import { reportPackFetch } from './report-pack.js';
 
 /** A git object as status reads it. */
@@ -82,7 +84,8 @@ export async function openRemote(dir: string, paths: { store: string; config: st
     return (reader ??= catFileBatch(dir, [`--git-dir=${repo}`], { maxBlob: MAX_REPORT_FILE })).read(specs);
   };
   const readReports = (commits: string[]) => readReportObjects(commits, read);
-  const byId = reportPackFetch(dir, name, repo);
+  const http = direct(dir, name);
+  const byId = reportPackFetch(http, repo);
   /** git in `gitDir` (the checkout's own when null), its failure said as a MeshError. */
   const remoteGit = (gitDir: string | null, args: string[], input?: string) =>
     gitBytes(dir, [...(gitDir ? [`--git-dir=${gitDir}`] : []), '-c', 'gc.auto=0', '-c', 'maintenance.auto=false', ...args], input).catch(async (e: unknown) => { throw remoteError(e, await where()); });
@@ -126,15 +129,9 @@ export async function openRemote(dir: string, paths: { store: string; config: st
 
   return {
     async lsRefs(prefixes) {
-      // In the checkout: the store's configuration is the checkout's, included.
-      const out = (await remoteGit(null, ['ls-remote', '--heads', name])).toString('utf8');
-      const refs = new Map<string, string>();
-      for (const line of out.split('\n')) {
-        const tab = line.indexOf('\t');
-        const ref = line.slice(tab + 1);
-        if (tab > 0 && prefixes.some((p) => ref.startsWith(p))) refs.set(ref, line.slice(0, tab));
-      }
-      return refs;
+      // One request from here where it reaches the server as git would (http-direct.ts); else `git ls-remote`, in the checkout (the store's configuration is the checkout's, included).
+      const heads = (await advertisedHeads(http)) ?? lsRemoteHeads(await remoteGit(null, ['ls-remote', '--heads', name]));
+      return new Map([...heads].filter(([ref]) => prefixes.some((p) => ref.startsWith(p))));
     },
     async fetchObjects({ wants, haves = [], deepen }) {
       if (wants.length === 0) return new Map();
@@ -151,6 +148,16 @@ export async function openRemote(dir: string, paths: { store: string; config: st
       await reader?.close();
     },
   };
+}
+
+/** `git ls-remote --heads` output as ref → id. */
+function lsRemoteHeads(out: Buffer): Map<string, string> {
+  const refs = new Map<string, string>();
+  for (const line of out.toString('utf8').split('\n')) {
+    const tab = line.indexOf('\t');
+    if (tab > 0) refs.set(line.slice(tab + 1), line.slice(0, tab));
+  }
+  return refs;
 }
 
 /**
