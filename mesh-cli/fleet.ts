@@ -13,11 +13,14 @@ export interface Fleet {
   /** The checkout's top folder. */
   dir: string;
   config: MeshConfig;
+  /** The checkout's object format (sha1, sha256), as git said when the checkout was found. */
+  objectFormat?: string;
 }
 
 /** The fleet checkout containing `cwd`; an error that says what to do when there is none. */
 export async function openFleet(cwd: string): Promise<Fleet> {
-  const dir = await topOf(cwd);
+  // Where the checkout is, and its object format (the report store is made in it): one git process.
+  const [dir, objectFormat] = (await git(cwd, ['rev-parse', '--show-toplevel', '--show-object-format']).catch(() => '')).trim().split('\n');
   if (!dir) throw new MeshError('E_NOT_A_FLEET', `${cwd} is not inside a git checkout of a fleet repo: cd into one, or create one with 'mesh-cli init DIR'`);
   const meshYaml = join(dir, 'mesh.yaml');
   let text: string;
@@ -26,7 +29,7 @@ export async function openFleet(cwd: string): Promise<Fleet> {
   } catch {
     throw new MeshError('E_NOT_A_FLEET', `${dir} has no mesh.yaml: this is not a fleet repo (create one with 'mesh-cli init DIR')`);
   }
-  return { dir, config: loadYamlOrThrow(text, 'mesh.yaml', MeshConfig) };
+  return { dir, config: loadYamlOrThrow(text, 'mesh.yaml', MeshConfig), ...(objectFormat ? { objectFormat } : {}) };
 }
 
 /** The top folder of the git checkout that holds `cwd`, or null when there is none. */

@@ -63,9 +63,10 @@ export interface Network {
   /**
    * Called once `mainRef` holds origin's main (fetched, or found there already), while the
    * reports are still being read, with each node's node.yaml on it as the refresh reads them
-   * (status/read-out.ts readNodeFiles; null: the node's name is in two folders).
+   * (status/read-out.ts readNodeFiles; null: the node's name is in two folders), and main's tip
+   * when it is known without asking git again (null: there is no main).
    */
-  onMain?(places: Promise<Map<string, string | null>>): void;
+  onMain?(places: Promise<Map<string, string | null>>, tip?: string | null): void;
   /**
    * Given, a report shard that does not answer does not fail the refresh (unless every shard
    * fails): it is called with those shards, each with how many of the nodes seen before are on it;
@@ -81,7 +82,7 @@ export interface Network {
 export async function openReportStore(fleet: Fleet, opts: { partial?: boolean } = {}): Promise<Remote> {
   const files = await indexFiles(fleet);
   const paths = { store: files.store, config: files.config };
-  const store = openStore(fleet.dir, paths);
+  const store = openStore(fleet.dir, paths, fleet.objectFormat);
   const [origin, shards] = await Promise.all([openRemote(fleet.dir, paths, 'origin', store), shardSources(fleet)]);
   if (!shards) return origin;
   const [remotes, originUrl] = await Promise.all([
@@ -180,12 +181,14 @@ async function list(fleet: Fleet, mainRef: string, network: Network & { remote: 
   const filesHere = nodeFiles(fleet, mainRef); // used unless origin's main moved
   const remote = await network.remote;
   const refs = await remote.lsRefs([REPORT_REFS, mainThere]);
-  const moved = refs.get(mainThere) !== (await mainHere);
+  const here = await mainHere;
+  const moved = refs.get(mainThere) !== here;
   const mainFetched = moved ? network.fetchMain() : Promise.resolve();
   const files = readNodeFiles(moved ? mainFetched.then(() => nodeFiles(fleet, mainRef)) : filesHere, cache);
   files.catch(() => undefined); // awaited by identityBlobs
   const onMain = network.onMain;
-  if (onMain) mainFetched.then(() => onMain(files.then((f) => f.places)), () => undefined);
+  // Main's tip goes with it when it did not move (a fetch may bring a newer tip than the one listed).
+  if (onMain) mainFetched.then(() => onMain(files.then((f) => f.places), moved ? undefined : here || null), () => undefined);
   const tips = new Map([...refs].filter(([ref]) => ref.startsWith(REPORT_REFS)).map(([ref, oid]) => [ref.slice(REPORT_REFS.length), oid]));
   return { remote, tips, nodeFiles: files };
 }

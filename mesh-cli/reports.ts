@@ -34,7 +34,7 @@ const indexes = new WeakMap<Fleet, ReportIndex>();
  * `partial`, a report shard that does not answer leaves its nodes as the last refresh saw them,
  * and `partial` is called with those shards (Network.partial); without it, the fetch fails.
  */
-export async function fetchReports(fleet: Fleet, onMain?: (nodes: Promise<Map<string, string | null>>) => void, partial?: Network['partial']): Promise<void> {
+export async function fetchReports(fleet: Fleet, onMain?: Network['onMain'], partial?: Network['partial']): Promise<void> {
   indexes.set(fleet, await refreshIndex(fleet, mainRef(fleet), { mainBranch: fleet.config.mainBranch, fetchMain: () => fetchMain(fleet), ...(onMain ? { onMain } : {}), ...(partial ? { partial } : {}) }));
 }
 

@@ -35,11 +35,11 @@ export async function fleetStatus(fleet: Fleet, opts: { fetch: boolean }): Promi
   let unreachable: UnreachableShards = [];
   // The nodes on main, mesh.yaml's trust and main's tip are read as soon as main is fetched, while the reports are
   // (the nodes as the refresh read them, when it did).
-  let mainFetched!: (nodes?: Promise<Map<string, string | null>>) => void;
-  const fromMain = new Promise<{ nodes?: Promise<Map<string, string | null>> }>((resolve) => (mainFetched = (nodes) => resolve({ nodes }))).then(({ nodes }) => Promise.all([
+  let mainFetched!: (nodes?: Promise<Map<string, string | null>>, tip?: string | null) => void;
+  const fromMain = new Promise<{ nodes?: Promise<Map<string, string | null>>; tip?: string | null }>((resolve) => (mainFetched = (nodes, tip) => resolve({ nodes, tip }))).then(({ nodes, tip }) => Promise.all([
     nodes ?? nodesOnMain(fleet),
     trustOnMain(fleet),
-    git(fleet.dir, ['rev-parse', '--verify', '--quiet', mainRef(fleet)]).then((out) => out.trim() || null, () => null),
+    tip !== undefined ? tip : git(fleet.dir, ['rev-parse', '--verify', '--quiet', mainRef(fleet)]).then((out) => out.trim() || null, () => null),
   ]));
   if (opts.fetch) await fetchReports(fleet, mainFetched, (shards) => void (unreachable = shards));
   mainFetched(); // not fetched, or not called back (main is read as it is)

@@ -163,11 +163,13 @@ function lsRemoteHeads(out: Buffer): Map<string, string> {
 /**
  * The report store of the checkout at `dir` (its config, once made or emptied), shared by every
  * Remote that fetches into it: made once the checkout's object format is known, so that listing
- * refs does not wait for it. `name` in openRemote may then be a remote or a URL.
+ * refs does not wait for it (`objectFormat`, when the caller knows it: openFleet asked git). `name`
+ * in openRemote may then be a remote or a URL.
  */
-export function openStore(dir: string, paths: { store: string; config: string }): Promise<string> {
+export function openStore(dir: string, paths: { store: string; config: string }, objectFormat?: string): Promise<string> {
   const repo = join(paths.store, 'reports.git');
-  const storeConfig = gitBytes(dir, ['rev-parse', '--show-object-format']).then((b) => b.toString('utf8').trim(), () => 'sha1').then((format) => {
+  const format = objectFormat ? Promise.resolve(objectFormat) : gitBytes(dir, ['rev-parse', '--show-object-format']).then((b) => b.toString('utf8').trim(), () => 'sha1');
+  const storeConfig = format.then((format) => {
     const config = `[include]\n\tpath = ${paths.config}\n[core]\n\trepositoryformatversion = 1\n\tbare = true\n[extensions]\n\tobjectFormat = ${format}\n`;
     prepareStore(repo, config);
     return config;
