@@ -19,8 +19,9 @@ export interface Fleet {
 
 /** The fleet checkout containing `cwd`; an error that says what to do when there is none. */
 export async function openFleet(cwd: string): Promise<Fleet> {
-  // Where the checkout is, and its object format (the report store is made in it): one git process.
-  const [dir, objectFormat] = (await git(cwd, ['rev-parse', '--show-toplevel', '--show-object-format']).catch(() => '')).trim().split('\n');
+  // Where the checkout is, and its object format (the report store is made in it): one git process (a git older than 2.25 knows only the first).
+  const [top, objectFormat] = (await git(cwd, ['rev-parse', '--show-toplevel', '--show-object-format']).catch(() => '')).trim().split('\n');
+  const dir = top || (await topOf(cwd));
   if (!dir) throw new MeshError('E_NOT_A_FLEET', `${cwd} is not inside a git checkout of a fleet repo: cd into one, or create one with 'mesh-cli init DIR'`);
   const meshYaml = join(dir, 'mesh.yaml');
   let text: string;
