@@ -5,15 +5,14 @@
  * lazily; and the one place errors become exit codes and messages (a stack trace is for bugs,
  * not for bad input).
  */
-import { Command, Option } from 'commander';
-import { parseDuration } from '../core/duration.js';
+import type { Actions } from './command-line.js';
 import { MeshError } from '../core/errors.js';
-import { EXIT, exitWith, throwUsageErrors } from '../core/exit.js';
+import { EXIT, exitWith } from '../core/exit.js';
 import { processRunner } from './exec.js';
 import { faultsFrom } from './fault.js';
 import { progressLines } from './progress.js';
+import { quickArgs } from './quick-args.js';
 import type { HostContext, Loaders } from './resources/handler.js';
-import { HOST_VERSION } from '../core/version.js';
 
 // The environment, read once: the crash test's faults, the log level, the upgrade probation.
 const env = { fault: process.env.MESH_FAULT, progressAfterMs: Number(process.env.MESH_PROGRESS_AFTER_MS || 1000), logLevel: process.env.MESH_LOG_LEVEL ?? 'info', probation: process.env.MESH_HOST_PROBATION };
@@ -35,17 +34,14 @@ const load: Loaders = {
 const progress = process.stderr.isTTY ? progressLines((line) => process.stderr.write(`${line}\n`), Date.now, env.progressAfterMs) : undefined;
 const context = (root: string): HostContext => ({ root, exec: processRunner(process.env), now: () => new Date(), faults: faultsFrom(env.fault), load, ...(progress ? { progress } : {}) });
 
-const program = new Command('mesh-host')
-  .description('the mesh agent: applies this machine\'s declaration from the fleet repo and reports back')
-  .version(HOST_VERSION)
-  .addOption(new Option('--log-level <level>', 'how much to log on stderr (default: MESH_LOG_LEVEL, else info)').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']))
-  .showHelpAfterError();
+/** The log level: `--log-level` when the command line gave one, else MESH_LOG_LEVEL, else info. */
+let logLevel = env.logLevel;
 /** The logger of a command that logs: JSON lines on stderr, drawn for a person when stderr is a terminal. */
-const logger = async () => (await import('./log.js')).createLogger('mesh-host', program.opts<{ logLevel?: string }>().logLevel ?? env.logLevel, process.stderr.isTTY);
-const withRoot = (c: Command) => c.option('--root <dir>', 'the machine\'s root folder (simulated machines use a temporary folder)', '/').option('--json', 'print results as JSON');
+const logger = async () => (await import('./log.js')).createLogger('mesh-host', logLevel, process.stderr.isTTY);
 
-withRoot(program.command('enrol').description('join the fleet with a one-time token').requiredOption('--token-file <file>', 'the token file from mesh-cli token issue'))
-  .action(async (o: { tokenFile: string; root: string; json?: boolean }) => {
+/** What each command does, once its options are read. */
+const actions: Actions = {
+  async enrol(o) {
     const { enrol } = await import('./commands/enrol.js');
     const result = await enrol(o.tokenFile, context(o.root));
     const refused = result.briefing.filter((l) => !l.ok).map((l) => `${l.check}: ${l.detail}`);
@@ -53,14 +49,9 @@ withRoot(program.command('enrol').description('join the fleet with a one-time to
     else if (result.outcome === 'ineligible') console.log(`enrolled as ${result.node} (generation ${result.generation}) with ${result.url}, but INELIGIBLE: it applies nothing here (${refused.join('; ')})\nnode key: ${result.nodeKey}\nfirst report: ${result.report}`);
     else console.log(`enrolled as ${result.node} (generation ${result.generation}) with ${result.url}\nnode key: ${result.nodeKey}\nfirst report: ${result.report}`);
     if (result.outcome === 'ineligible') process.exitCode = EXIT.failed; // joined, but nothing will be applied: a script must not read that as done
-  });
+  },
 
-withRoot(program.command('run').description('the reconcile loop'))
-  .option('--once', 'run one pass and exit')
-  .option('--interval <duration>', 'time between passes', parseDuration, 60_000)
-  .option('--heartbeat <duration>', 'send an unchanged report at least this often', parseDuration, 15 * 60_000)
-  .option('--noop', 'with --once: say what the pass would change here, changing nothing and reporting nothing (exit 4 when something would change)')
-  .action(async (o: { root: string; json?: boolean; once?: boolean; interval: number; heartbeat: number; noop?: boolean }) => {
+  async run(o) {
     if (o.noop) {
       if (!o.once) throw new MeshError('E_USAGE', '--noop makes one pass that changes nothing: use it with --once');
       const [{ noopPass }, { printNoop }, log] = await Promise.all([import('./commands/noop.js'), import('./output.js'), logger()]);
@@ -73,12 +64,9 @@ withRoot(program.command('run').description('the reconcile loop'))
     for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => stop.abort());
     const last = await run(context(o.root), log, { once: Boolean(o.once), intervalMs: o.interval, heartbeatMs: o.heartbeat, onPass: (p) => printPass(p, Boolean(o.json)), probationMs: parseProbation(env.probation) }, stop.signal);
     if (o.once && last && (['failed', 'untrusted', 'ineligible'].includes(last.report.outcome) || !last.sent || last.disconnected)) process.exitCode = EXIT.failed;
-  });
+  },
 
-withRoot(program.command('apply').description('one pass from a local folder of declaration files (no git, no report)'))
-  .requiredOption('--bundle <dir>', 'folder of declaration files')
-  .option('--noop', 'say what applying the bundle would change here, changing nothing (exit 4 when something would change)')
-  .action(async (o: { root: string; json?: boolean; bundle: string; noop?: boolean }) => {
+  async apply(o) {
     if (o.noop) {
       const [{ previewBundle }, { printNoop }] = await Promise.all([import('./commands/apply.js'), import('./output.js')]);
       process.exitCode = printNoop({ commit: null, notes: [], preview: await previewBundle(o.bundle, context(o.root)) }, Boolean(o.json));
@@ -88,26 +76,36 @@ withRoot(program.command('apply').description('one pass from a local folder of d
     const body = await applyBundle(o.bundle, context(o.root));
     printBody(body, Boolean(o.json));
     if (body.outcome === 'failed') process.exitCode = 1;
-  });
+  },
 
-withRoot(program.command('state').description('lifecycle state, identity, last applied commit, owned resources')).action(async (o: { root: string; json?: boolean }) => {
-  const [{ describeState }, { printState }] = await Promise.all([import('./commands/state.js'), import('./output.js')]);
-  printState(await describeState(o.root, async () => (await import('./last-report.js')).failedInLastReport), Boolean(o.json));
-});
+  async state(o) {
+    const [{ describeState }, { printState }] = await Promise.all([import('./commands/state.js'), import('./output.js')]);
+    printState(await describeState(o.root, async () => (await import('./last-report.js')).failedInLastReport), Boolean(o.json));
+  },
 
-withRoot(program.command('self-test').description('the smoke run made before a new host binary takes over')).action(async (o: { root: string; json?: boolean }) => {
-  const [{ selfTest }, { printSelfTest }] = await Promise.all([import('./commands/self-test.js'), import('./output.js')]);
-  const result = await selfTest(o.root);
-  printSelfTest(result, Boolean(o.json));
-  if (result.checks.some((c) => !c.ok)) process.exitCode = 1;
-});
+  async selfTest(o) {
+    const [{ selfTest }, { printSelfTest }] = await Promise.all([import('./commands/self-test.js'), import('./output.js')]);
+    const result = await selfTest(o.root);
+    printSelfTest(result, Boolean(o.json));
+    if (result.checks.some((c) => !c.ok)) process.exitCode = 1;
+  },
 
-withRoot(program.command('rollback').description('put the last good host version back (run by mesh-host-rollback.service)')).action(async (o: { root: string; json?: boolean }) => {
-  const { rollback } = await import('./commands/rollback.js');
-  const result = await rollback(context(o.root), process.env);
-  console.log(o.json ? JSON.stringify(result) : result.message);
-  if (result.waiting) process.exitCode = EXIT.notYet;
-  else if (!result.rolledBack) process.exitCode = EXIT.failed;
-});
+  async rollback(o) {
+    const { rollback } = await import('./commands/rollback.js');
+    const result = await rollback(context(o.root), process.env);
+    console.log(o.json ? JSON.stringify(result) : result.message);
+    if (result.waiting) process.exitCode = EXIT.notYet;
+    else if (!result.rolledBack) process.exitCode = EXIT.failed;
+  },
+};
 
-throwUsageErrors(program).parseAsync().catch((e: unknown) => exitWith('mesh-host', e));
+/** A pass in one of its plain forms without commander (quick-args.ts); anything else through the whole command line. */
+async function main(argv: string[]): Promise<void> {
+  const quick = quickArgs(argv);
+  if (quick?.command === 'run') return actions.run(quick.options);
+  if (quick?.command === 'apply') return actions.apply(quick.options);
+  const program = (await import('./command-line.js')).commandLine(actions, (level) => { logLevel = level ?? env.logLevel; });
+  await program.parseAsync(argv, { from: 'user' });
+}
+
+main(process.argv.slice(2)).catch((e: unknown) => exitWith('mesh-host', e));

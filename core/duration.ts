@@ -1,12 +1,22 @@
 /** Durations as operators type them ("90s", "10m", "24h", "7d") and as they read them ("5m ago"). */
-import { InvalidArgumentError } from 'commander';
 
 const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
-/** Milliseconds in "500ms", "30s", "1.5m", "2h", "7d" or plain seconds ("60"); a commander argument error otherwise. */
+/**
+ * A duration that does not read. Used as an option's parser, commander reports it as its own
+ * argument error ("option '--interval <duration>' argument 'x' is invalid. use …"): commander
+ * knows such errors by this code and exit code (its InvalidArgumentError carries the same), so
+ * that mesh-host need not load commander for a duration (agent/quick-args.ts).
+ */
+export class DurationError extends Error {
+  readonly code = 'commander.invalidArgument';
+  readonly exitCode = 1;
+}
+
+/** Milliseconds in "500ms", "30s", "1.5m", "2h", "7d" or plain seconds ("60"); a DurationError otherwise. */
 export function parseDuration(text: string): number {
   const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(text.trim());
-  if (!m) throw new InvalidArgumentError('use a duration such as 30s, 10m, 24h or 7d');
+  if (!m) throw new DurationError('use a duration such as 30s, 10m, 24h or 7d');
   return Math.round(Number(m[1]) * UNITS[m[2] ?? 's']!);
 }
 

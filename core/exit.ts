@@ -9,7 +9,7 @@
  * Code 1 (something checked is not as it should be) is a result, set by the command itself,
  * never a thrown error; 69 is the host's probation exit, set by the upgrade path alone.
  */
-import { CommanderError, type Command } from 'commander';
+import type { Command } from 'commander';
 import { MeshError, messageOf, type NextStep } from './errors.js';
 
 export const EXIT = {
@@ -33,9 +33,19 @@ export interface Ending {
 /** The exit code and stderr text for `e`, thrown out of `program` (`mesh-cli`, `mesh-host`). */
 export function ending(program: string, e: unknown): Ending {
   if (e instanceof MeshError) return { code: BY_NEXT[e.next], message: `${program}: ${e.message}` };
-  if (e instanceof CommanderError) return { code: e.exitCode === 0 ? EXIT.done : EXIT.human, message: '' };
+  if (isCommanderError(e)) return { code: e.exitCode === 0 ? EXIT.done : EXIT.human, message: '' };
   const stack = e instanceof Error && e.stack ? `\n${e.stack}` : '';
   return { code: EXIT.bug, message: `${program}: internal error (a bug; please report it): ${messageOf(e)}${stack}` };
+}
+
+/**
+ * A commander error (usage, help, version), known by the code commander gives each: mesh-host
+ * loads commander only for a command line it does not read itself (agent/quick-args.ts), so
+ * this module must not load it to test a class.
+ */
+function isCommanderError(e: unknown): e is Error & { exitCode: number } {
+  const { code, exitCode } = (e ?? {}) as { code?: unknown; exitCode?: unknown };
+  return e instanceof Error && typeof code === 'string' && code.startsWith('commander.') && typeof exitCode === 'number';
 }
 
 /** The top-level catch of a `main.ts`: write the message and set the exit code. */

@@ -57,18 +57,21 @@ const common = {
 // the bundle's own lazy compile (measured: `status --help` 180 ms, against 210 ms bundled and
 // 215 ms with zod a string as well).
 const VENDORED = ['isomorphic-git', 'isomorphic-git/http/node', 'pino', 'yaml', 'zod', 'pino-pretty', 'age-encryption', 'liquidjs'];
+// commander too, in mesh-host alone: a pass in its plain form is read without it
+// (agent/quick-args.ts), while mesh-cli reads every command line with it.
+const HOST_VENDORED = [...VENDORED, 'commander'];
 const VENDOR_PACKING = process.env.MESH_BUILD_VENDOR ?? 'brotli';
 const packed = (code) => (VENDOR_PACKING === 'plain' ? JSON.stringify(code) : JSON.stringify('br:' + brotliCompressSync(Buffer.from(code), { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 11, [zlibConstants.BROTLI_PARAM_SIZE_HINT]: code.length } }).toString('base64')));
 const unpack = VENDOR_PACKING === 'plain' ? '' : "if (code.startsWith('br:')) code = require('node:zlib').brotliDecompressSync(Buffer.from(code.slice(3), 'base64')).toString();";
 const vendorBanner = `import { compileFunction as __meshCompile } from 'node:vm'; const __meshVendor = (name, code) => { ${unpack} const module = { exports: {} }; const file = new URL(import.meta.url).pathname; __meshCompile(code, ['exports', 'require', 'module', '__filename', '__dirname'], { filename: file + '#vendor/' + name })(module.exports, require, module, file, file.slice(0, file.lastIndexOf('/'))); return module.exports; };`;
 /** Each vendored library bundled on its own, as the string a bundle carries: made once, for both bundles. */
 const vendorStrings = {};
-for (const name of VENDORED) {
+for (const name of HOST_VENDORED) {
   const out = await build({ stdin: { contents: `module.exports = require(${JSON.stringify(name)});`, resolveDir: top }, bundle: true, platform: 'node', target: 'node20', format: 'cjs', logLevel: 'warning', minifyWhitespace: true, write: false });
   vendorStrings[name] = packed(out.outputFiles[0].text);
 }
 /** The plugin that puts each of `names` into a bundle as its string. */
-function vendored(names = VENDORED) {
+function vendored(names) {
   return {
     name: 'vendored',
     setup(b) {
@@ -93,7 +96,7 @@ const entries = { 'mesh-host': 'agent/main.ts', 'mesh-cli': 'mesh-cli/main.ts' }
 for (const [name, entry] of Object.entries(entries)) {
   const outfile = join(outdir, `${name}.mjs`);
   const host = name === 'mesh-host'
-    ? { banner: { js: hostBanner }, plugins: [...common.plugins, vendored()] }
+    ? { banner: { js: hostBanner }, plugins: [...common.plugins, vendored(HOST_VENDORED)] }
     : { define: { ...common.define, __MESH_VERIFY_WORKER__: JSON.stringify(verifyWorker) }, banner: { js: `${common.banner.js} ${vendorBanner}` }, plugins: [...common.plugins, vendored(VENDORED.filter((n) => n !== 'zod'))] };
   await build({ ...common, ...host, entryPoints: [join(top, entry)], outfile });
   chmodSync(outfile, 0o755);
