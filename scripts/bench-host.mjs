@@ -1,7 +1,7 @@
 // The `run --once` side of `npm run bench`: a real fleet on 127.0.0.1 (the built `mesh-cli
 // serve`, a signed fleet repo made by `mesh-cli init`, nodes enrolled with `mesh-cli token
 // issue` and `mesh-host enrol`), and each workload declared for a node of its own. A pass is
-// `node dist/mesh-host.mjs run --once --root R`: poll main, check its signature, load the
+// `node dist/mesh-host.cjs run --once --root R`: poll main, check its signature, load the
 // declaration from the host's git objects, observe, plan, apply, report.
 import { createHash, randomBytes } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
@@ -19,7 +19,7 @@ const quiet = { MESH_LOG_LEVEL: 'warn' };
  */
 export async function benchFleet(dir, dist) {
   const cli = join(dist, 'mesh-cli.mjs');
-  const host = join(dist, 'mesh-host.mjs');
+  const host = join(dist, 'mesh-host.cjs');
   const data = join(dir, 'data');
   mkdirSync(data, { recursive: true });
   run('git', ['init', '--quiet', '--bare', '--initial-branch=main', 'fleet.git'], data);

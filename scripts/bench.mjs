@@ -11,7 +11,7 @@
 //   no-op, cold   mesh only: the same, with its declaration cache removed before each run
 //                 (compared with cf-agent's no-op; cf-agent keeps no such cache)
 //   drift repair  before each run 10% of the files get other content and 5% are deleted
-// mesh runs `node dist/mesh-host.mjs apply --bundle B --root R`. cf-agent runs
+// mesh runs `node dist/mesh-host.cjs apply --bundle B --root R`. cf-agent runs
 // `cf-agent -K -w W -f P`: -K ignores its locks (else it skips promises it ran recently),
 // -w is a private work directory (keys made once with cf-key, cf-promises linked into W/bin
 // as cf-agent expects), and P is a generated policy with one `files:` promise per resource:
@@ -45,7 +45,7 @@ import { freshRoot, makeDrift, workload, writeCfPolicy, writeMeshBundle } from '
 
 const top = join(dirname(fileURLToPath(import.meta.url)), '..');
 const DIST = process.env.MESH_DIST ?? join(top, 'dist');
-const HOST = join(DIST, 'mesh-host.mjs');
+const HOST = join(DIST, 'mesh-host.cjs');
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const sizes = (text) => text.split(',').filter(Boolean).map(Number);
 const SIZES = sizes(process.env.BENCH_SIZES ?? '100,1000');

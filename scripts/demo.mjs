@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 
 const top = join(dirname(fileURLToPath(import.meta.url)), '..');
 const cliBin = join(top, 'dist/mesh-cli.mjs');
-const hostBin = join(top, 'dist/mesh-host.mjs');
+const hostBin = join(top, 'dist/mesh-host.cjs');
 const work = mkdtempSync(join(tmpdir(), 'mesh-demo-'));
 const nodes = [['web-1', 'web'], ['web-2', 'web'], ['db-1', 'db']];
 const real = process.argv.slice(2).includes('--real');

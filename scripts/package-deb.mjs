@@ -6,7 +6,9 @@
 //
 // The version is MESH_BUILD_VERSION or package.json's (the bundle is stamped with the same one).
 // --out (or MESH_DEB_OUT) is the folder for the .deb, dist/ by default. --bundle packages an
-// already built mesh-host.mjs instead of building one (tests package deliberately broken ones).
+// already built mesh-host.cjs instead of building one (tests package deliberately broken ones).
+// Beside the host, /usr/lib/mesh-host/mesh-host.mjs is a loader of it: a host from before the
+// host was mesh-host.cjs smoke-runs that path when it upgrades to this package.
 // Its units go under /usr/lib/systemd/system, which systemd reads on every Debian release (Debian
 // 13's merged /usr asks packages to leave the aliased /lib). Its only maintainer scripts, postinst and postrm, run `systemctl daemon-reload` where systemd
 // runs the machine, so that an upgrade's (or a rollback's) unit files are the ones systemd uses;
@@ -24,12 +26,15 @@ const version = process.env.MESH_BUILD_VERSION ?? JSON.parse(readFileSync(join(t
 if (!/^[0-9][A-Za-z0-9.+~-]*$/.test(version)) throw new Error(`version ${version} is not a Debian version: it must start with a digit (set MESH_BUILD_VERSION)`);
 const out = resolve(args.out ?? process.env.MESH_DEB_OUT ?? join(top, 'dist'));
 
+// The same two lines as agent/upgrade/state.ts writes into last-good.
+const LOADER = "import { createRequire } from 'node:module';\ncreateRequire(import.meta.url)('./mesh-host.cjs');\n";
+
 const work = mkdtempSync(join(tmpdir(), 'mesh-deb-'));
 try {
   let bundle = args.bundle && resolve(args.bundle);
   if (!bundle) {
     execFileSync(process.execPath, [join(top, 'scripts/build.mjs')], { env: { ...process.env, MESH_BUILD_VERSION: version, MESH_BUILD_OUT: join(work, 'build') }, stdio: 'inherit' });
-    bundle = join(work, 'build/mesh-host.mjs');
+    bundle = join(work, 'build/mesh-host.cjs');
   }
   const tree = join(work, 'tree');
   const put = (from, to, mode) => {
@@ -37,7 +42,8 @@ try {
     copyFileSync(from, join(tree, to));
     chmodSync(join(tree, to), mode);
   };
-  put(bundle, 'usr/lib/mesh-host/mesh-host.mjs', 0o755);
+  put(bundle, 'usr/lib/mesh-host/mesh-host.cjs', 0o755);
+  writeFileSync(join(tree, 'usr/lib/mesh-host/mesh-host.mjs'), LOADER, { mode: 0o755 });
   put(join(top, 'packaging/mesh-host'), 'usr/bin/mesh-host', 0o755);
   for (const unit of ['mesh-host.service', 'mesh-host-rollback.service']) put(join(top, 'packaging', unit), `usr/lib/systemd/system/${unit}`, 0o644);
   // State (store, git objects, the last good version) and config: the package owns the folders.

@@ -79,7 +79,7 @@ describe('the host upgrades itself through its own declaration', () => {
     const token = join(fleet.dir, 'web-1.token');
     expect((await cli(fleet.checkout, 'token', 'issue', 'web-1', '--out', token)).code).toBe(0);
     await git(fleet.checkout, 'push', '--quiet');
-    const enrolled = await runProgram('node', [join(root, 'usr/lib/mesh-host/mesh-host.mjs'), 'enrol', '--token-file', token, '--root', root], root);
+    const enrolled = await runProgram('node', [join(root, 'usr/lib/mesh-host/mesh-host.cjs'), 'enrol', '--token-file', token, '--root', root], root);
     expect(enrolled.code, enrolled.stderr).toBe(0);
     writeFileSync(join(root, 'etc/mesh-host/environment'), 'MESH_HOST_OPTIONS="--interval 1s"\nMESH_HOST_PROBATION=10s\n');
     // The unit's own values, played 50 times faster: RestartSec 5s → 100 ms, the start limit's 10 min → 12 s.
@@ -96,8 +96,8 @@ describe('the host upgrades itself through its own declaration', () => {
     const deb = join(fleet.dir, 'debs', `mesh-host_${V.A}_all.deb`);
     expect(execFileSync('dpkg-deb', ['--field', deb, 'Package', 'Version', 'Architecture', 'Depends']).toString()).toBe(`Package: mesh-host\nVersion: ${V.A}\nArchitecture: all\nDepends: nodejs (>= 20.19)\n`);
     const files = execFileSync('dpkg-deb', ['--contents', deb]).toString();
-    for (const f of ['./usr/lib/mesh-host/mesh-host.mjs', './usr/bin/mesh-host', './usr/lib/systemd/system/mesh-host.service', './usr/lib/systemd/system/mesh-host-rollback.service', './var/lib/mesh-host/', './etc/mesh-host/']) expect(files).toContain(` ${f}\n`);
-    expect(readFileSync(join(root, 'usr/bin/mesh-host'), 'utf8')).toContain('exec node /usr/lib/mesh-host/mesh-host.mjs "$@"\n');
+    for (const f of ['./usr/lib/mesh-host/mesh-host.cjs', './usr/lib/mesh-host/mesh-host.mjs', './usr/bin/mesh-host', './usr/lib/systemd/system/mesh-host.service', './usr/lib/systemd/system/mesh-host-rollback.service', './var/lib/mesh-host/', './etc/mesh-host/']) expect(files).toContain(` ${f}\n`);
+    expect(readFileSync(join(root, 'usr/bin/mesh-host'), 'utf8')).toContain('exec node /usr/lib/mesh-host/mesh-host.cjs "$@"\n');
     // systemd cannot run units here, but it can check them: every key is known and every value well-formed.
     const units = ['mesh-host.service', 'mesh-host-rollback.service'].map((u) => join(root, 'usr/lib/systemd/system', u));
     const verify = spawnSync('systemd-analyze', ['verify', '--man=no', ...units], { encoding: 'utf8' });
@@ -139,7 +139,7 @@ describe('the host upgrades itself through its own declaration', () => {
     const failed = await reportWhere((r) => hostLine(r)?.result === 'failed', 'with C failing');
     expect(failed).toMatchObject({ hostVersion: V.B, outcome: 'failed' });
     const error = hostLine(failed)!.error!;
-    expect(error).toMatch(new RegExp(`^the new host binary mesh-host ${V.C} failed its self-test, so it does not take over: this host \\(${V.B}\\) keeps running and ${V.B} was put back\n  \\$ node /usr/lib/mesh-host/mesh-host.mjs self-test --json  \\(exit 1\\)\n`));
+    expect(error).toMatch(new RegExp(`^the new host binary mesh-host ${V.C} failed its self-test, so it does not take over: this host \\(${V.B}\\) keeps running and ${V.B} was put back\n  \\$ node /usr/lib/mesh-host/mesh-host.cjs self-test --json  \\(exit 1\\)\n`));
     expect(error).toContain('SyntaxError');
     expect(dpkgVersion(root)).toBe(V.B);
     // Still the same process, and still reporting: a later commit is applied, and C is refused without installing it again.

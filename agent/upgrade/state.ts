@@ -28,7 +28,14 @@ const UpgradeState = z.strictObject({
 export type UpgradeState = z.infer<typeof UpgradeState>;
 
 /** The machine path of the host's bundle, as its package installs it. */
-export const BUNDLE = '/usr/lib/mesh-host/mesh-host.mjs';
+export const BUNDLE = '/usr/lib/mesh-host/mesh-host.cjs';
+
+/**
+ * last-good/mesh-host.mjs: what every version's mesh-host-rollback.service runs. Before the host
+ * was mesh-host.cjs it was the host itself; now it loads the mesh-host.cjs kept beside it, so
+ * that a rollback started by an older version's unit (after a downgrade) still finds a host.
+ */
+export const LAST_GOOD_LOADER = "import { createRequire } from 'node:module';\ncreateRequire(import.meta.url)('./mesh-host.cjs');\n";
 
 const stateFile = (paths: HostPaths) => join(paths.stateDir, 'upgrade.json');
 
@@ -67,7 +74,8 @@ export function debFileName(name: string, version: string): string {
 export async function keepLastGood(ctx: HostContext, paths: HostPaths, name: string, version: string): Promise<string | undefined> {
   const dir = lastGoodDir(paths);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  copyAtomic(underRoot(ctx.root, BUNDLE), join(dir, 'mesh-host.mjs'));
+  copyAtomic(underRoot(ctx.root, BUNDLE), join(dir, 'mesh-host.cjs'));
+  writeFileAtomic(join(dir, 'mesh-host.mjs'), LAST_GOOD_LOADER, 0o600);
   const deb = debFileName(name, version);
   for (const f of readdirSync(dir)) if (f.endsWith('.deb') && f !== deb) rmSync(join(dir, f));
   let problem: string | undefined;

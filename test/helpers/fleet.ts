@@ -16,7 +16,7 @@ export const TOP = join(dirname(fileURLToPath(import.meta.url)), '../..');
 /** The built bundles under test: dist/ (what `npm test` builds), or MESH_DIST for a private build. */
 export const DIST = process.env.MESH_DIST ?? join(TOP, 'dist');
 export const MESH_CLI = join(DIST, 'mesh-cli.mjs');
-export const MESH_HOST = join(DIST, 'mesh-host.mjs');
+export const MESH_HOST = join(DIST, 'mesh-host.cjs');
 
 export interface Run {
   code: number;

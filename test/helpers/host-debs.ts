@@ -25,7 +25,7 @@ export async function buildHostDebs(dir: string): Promise<Record<string, string>
   const bundle = async (version: string) => {
     const out = join(dir, `build-${version}`);
     await run(process.execPath, [join(TOP, 'scripts/build.mjs')], { env: { ...process.env, MESH_BUILD_VERSION: version, MESH_BUILD_OUT: out } });
-    return join(out, 'mesh-host.mjs');
+    return join(out, 'mesh-host.cjs');
   };
   const crashOnRun = (js: string) => {
     const [first, ...rest] = js.split('\n');
@@ -35,7 +35,7 @@ export async function buildHostDebs(dir: string): Promise<Record<string, string>
   const broken = async () => {
     const d = await bundle(VERSIONS.D);
     const js = readFileSync(d, 'utf8');
-    const c = join(dir, 'truncated.mjs');
+    const c = join(dir, 'truncated.cjs');
     writeFileSync(c, js.slice(0, Math.floor(js.length / 2)));
     writeFileSync(d, crashOnRun(js));
     return Promise.all([pack(VERSIONS.C, c), pack(VERSIONS.D, d)]);

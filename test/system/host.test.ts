@@ -69,7 +69,7 @@ async function packageDeb(out: string, version: string, spoil?: (js: string) => 
   if (spoil) {
     const build = join(out, `build-${version}`);
     await run(process.execPath, [join(TOP, 'scripts/build.mjs')], { env: { ...env, MESH_BUILD_OUT: build } });
-    const bundle = join(build, 'mesh-host.mjs');
+    const bundle = join(build, 'mesh-host.cjs');
     writeFileSync(bundle, spoil(readFileSync(bundle, 'utf8')));
     args.push('--bundle', bundle);
   }
@@ -256,7 +256,7 @@ function scenarios(release: Release, name: string, node: string, full: boolean):
       expect(await show('mesh-host', 'NRestarts')).toBe('1');
       for (const until = Date.now() + 30_000; (await upgradeState()).lastGood?.version !== V.good && Date.now() < until; ) await new Promise((r) => setTimeout(r, 500));
       expect(await upgradeState()).toMatchObject({ lastGood: { version: V.good } });
-      expect(await m.must('ls', '/var/lib/mesh-host/last-good')).toContain('mesh-host.mjs');
+      expect(await m.must('ls', '/var/lib/mesh-host/last-good')).toContain('mesh-host.cjs');
       expect(await active('hello')).toBe('active');
       good = V.good;
 
@@ -291,7 +291,7 @@ function scenarios(release: Release, name: string, node: string, full: boolean):
       const failed = await reportWhere((r) => r.commit === commit && hostLine(r)?.result === 'failed', `with ${BAD.selfTest} failing`);
       expect(failed).toMatchObject({ hostVersion: good, outcome: 'failed' });
       const error = hostLine(failed)!.error!;
-      expect(error).toMatch(new RegExp(`^the new host binary mesh-host ${BAD.selfTest} failed its self-test, so it does not take over: this host \\(${good}\\) keeps running and ${good} was put back\n  \\$ node /usr/lib/mesh-host/mesh-host.mjs self-test --json  \\(exit 1\\)\n`));
+      expect(error).toMatch(new RegExp(`^the new host binary mesh-host ${BAD.selfTest} failed its self-test, so it does not take over: this host \\(${good}\\) keeps running and ${good} was put back\n  \\$ node /usr/lib/mesh-host/mesh-host.cjs self-test --json  \\(exit 1\\)\n`));
       expect(error).toContain('SyntaxError');
       // The machine: the good version installed, the same process running, no restart, no rollback.
       expect(await installed()).toBe(`install ok installed ${good}`);
