@@ -87,7 +87,11 @@ function vendored(names) {
 // a large declaration is parsed, which alone is a third of the resident memory of a 1,000-file
 // pass. Keeping it at its first size costs a few per cent of CPU on such passes and none on
 // passes that change nothing (measured with `npm run bench`).
-const hostBanner = `'use strict'; require('node:v8').setFlagsFromString('--semi-space-growth-factor=1'); const { compileFunction: __meshCompile } = require('node:vm'); const __meshUrl = require('node:url').pathToFileURL(__filename).href; ${vendorBody('__filename')}`;
+// And V8 waits ten times longer than its default before it optimizes a function: a pass is a
+// short process on a small machine, and the ~20 functions it would optimize were compiled on a
+// second thread that the pass itself needs (drift passes in turn, 15 pairs, four rounds: 0.92 to
+// 0.98 of the wall with the default); a long-running `mesh-host run` still optimizes its hot code.
+const hostBanner = `'use strict'; require('node:v8').setFlagsFromString('--semi-space-growth-factor=1 --ticks-before-optimization=30'); const { compileFunction: __meshCompile } = require('node:vm'); const __meshUrl = require('node:url').pathToFileURL(__filename).href; ${vendorBody('__filename')}`;
 
 // mesh-cli status verifies reports on threads that run mesh-cli/verify-worker.ts, bundled on its
 // own (only the signature code) and carried in mesh-cli.mjs as a string (mesh-cli/verify-pool.ts).
