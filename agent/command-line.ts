@@ -7,12 +7,8 @@ import { Command, Option } from 'commander';
 import { parseDuration } from '../core/duration.js';
 import { throwUsageErrors } from '../core/exit.js';
 import { HOST_VERSION } from '../core/version.js';
-import { DEFAULTS } from './quick-args.js';
+import { DEFAULTS, type ApplyOptions, type RootOptions, type RunOptions } from './quick-args.js';
 
-/** The options every command takes. */
-export interface RootOptions { root: string; json?: boolean }
-export interface RunOptions extends RootOptions { once?: boolean; interval: number; heartbeat: number; noop?: boolean }
-export interface ApplyOptions extends RootOptions { bundle: string; noop?: boolean }
 export interface EnrolOptions extends RootOptions { tokenFile: string }
 
 /** What each command does with its options. */

@@ -8,7 +8,11 @@
  * command line, commander reads it the same way (test/quick-args.test.ts).
  */
 import { parseDuration } from '../core/duration.js';
-import type { ApplyOptions, RunOptions } from './command-line.js';
+
+/** The options every command takes, and those of the two pass commands (command-line.ts reads them all). */
+export interface RootOptions { root: string; json?: boolean }
+export interface RunOptions extends RootOptions { once?: boolean; interval: number; heartbeat: number; noop?: boolean }
+export interface ApplyOptions extends RootOptions { bundle: string; noop?: boolean }
 
 /** The defaults of the options that have one, in both readers. */
 export const DEFAULTS = { root: '/', interval: 60_000, heartbeat: 15 * 60_000 } as const;
