@@ -11,33 +11,41 @@ import { loadDeclarationWith, type LoadOptions, type TreeReader } from '../core/
 import { plan, type Step } from '../core/plan.js';
 import type { ReportBody } from './report.js';
 import { handlerFor } from './resources/index.js';
-import type { ResourceContext } from './resources/handler.js';
+import type { Debug, ResourceContext } from './resources/handler.js';
 import type { Store } from './store/core.js';
 import { revealSecrets } from './secrets/reveal.js';
 
 /** load → observe → plan → apply against `tree`; the result becomes the body of the report. */
 export async function applyDeclaration(host: { config: { node: string }; store: Store; ctx: ResourceContext }, tree: TreeReader, commit: string | null, opts: LoadOptions): Promise<ReportBody> {
+  const debug = host.ctx.debug;
+  const lap = debug && laps();
   const loaded = await loadDeclarationWith(tree, host.config.node, opts, host.ctx.load.parser);
   const facts = opts.facts;
   if (!loaded.ok) {
+    debug?.({ commit, problems: loaded.problems.length, ms: lap!() }, 'the declaration does not validate: nothing of it is applied');
     const errors = loaded.problems.map((p) => ({ code: 'E_INVALID', ...p }));
     return { kind: 'reconcile', commit, digest: null, outcome: 'failed', errors, resources: [], facts };
   }
   const { resources: declared, digest } = loaded.declaration;
+  debug?.({ commit, digest, resources: declared.length, files: loaded.declaration.files.length, ms: lap!() }, 'declaration loaded');
   // Resources that read a secret, rendered with its value; one that reads a secret this node cannot open fails, and nothing of it is applied or removed.
   const { resources, failed: closed, values } = await revealSecrets(host.ctx, tree, host.config.node, opts, loaded.declaration);
   const ctx = values.length > 0 ? { ...host.ctx, masks: values } : host.ctx;
   const untouched = new Set(closed.map((l) => l.id));
   const { observed, errors: readErrors } = await observe(resources, ctx);
+  debug?.({ resources: resources.length, unreadable: readErrors.size, ms: lap!() }, 'observed');
   const steps = plan(resources, host.store.data.owned.filter((r) => !untouched.has(r.id)), observed, (r, o) => handlerFor(r).diff(r, o));
+  if (debug) planned(debug, steps);
   const releases = steps.filter(isRelease);
   const results = await applyPlan(steps.filter((s) => !readErrors.has(s.id) && !isRelease(s)), observed, host.store, ctx);
+  const applyMs = lap?.();
   results.push(...releases.map((s) => release(host.store, s.id)), ...closed);
   dropUndeclaredTriggers(host.store, declared);
   results.push(...[...readErrors].map(([id, error]) => ({ id, result: 'failed' as const, error: `cannot read current state: ${error}` })));
   const failed = results.filter((r) => r.result === 'failed').length;
   const counts = { changed: results.filter(isChange).length, drift: results.filter((r) => r.drift).length, failed, unchanged: results.filter((r) => r.result === 'unchanged').length };
   const outcome = failed > 0 ? 'failed' : results.some((r) => r.result === 'unverified') ? 'unverified' : 'applied';
+  debug?.({ outcome, ...counts, applyMs, ms: lap!.total() }, 'declaration applied');
   return { kind: 'reconcile', commit, digest, outcome, errors: [], resources: results, counts, facts };
 }
 
@@ -63,4 +71,28 @@ function isRelease(step: Step): boolean {
 function release(store: Store, id: string): ResourceResult {
   store.drop(id);
   return { id, result: 'released', changes: ['left as it is: it existed before mesh took it over, and the store it was recovered from held no copy of what was there'] };
+}
+
+/** At level debug: the plan's size by action, then each step that changes something, with what it changes. */
+function planned(debug: Debug, steps: Step[]): void {
+  const by: Record<Step['action'], number> = { change: 0, keep: 0, remove: 0 };
+  for (const step of steps) by[step.action]++;
+  debug({ ...by, adopt: steps.filter((s) => s.action === 'keep' && s.adopt).length }, 'planned');
+  for (const step of steps) {
+    if (step.action === 'change') debug({ id: step.id, action: step.create ? 'create' : 'update', changes: step.changes, ...(step.drift ? { drift: true } : {}) }, 'to change');
+    else if (step.action === 'remove') debug({ id: step.id, action: isRelease(step) ? 'release' : step.record.prior?.existed ? 'restore' : 'remove' }, 'to remove');
+  }
+}
+
+/** Milliseconds since the last call (or the start), and since the start (`total`). */
+function laps(): (() => number) & { total(): number } {
+  const start = performance.now();
+  let last = start;
+  const lap = () => {
+    const now = performance.now();
+    const ms = Math.round(now - last);
+    last = now;
+    return ms;
+  };
+  return Object.assign(lap, { total: () => Math.round(performance.now() - start) });
 }

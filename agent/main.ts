@@ -12,6 +12,7 @@ import { processRunner } from './exec.js';
 import { faultsFrom } from './fault.js';
 import { progressLines } from './progress.js';
 import { quickArgs } from './quick-args.js';
+import type { Logger } from './log.js';
 import type { HostContext, Loaders } from './resources/handler.js';
 
 // The environment, read once: the crash test's faults, the log level, the upgrade probation.
@@ -32,12 +33,19 @@ const load: Loaders = {
 };
 // A long pass shows progress on a terminal only (progress.ts); a journal or a pipe gets the summary.
 const progress = process.stderr.isTTY ? progressLines((line) => process.stderr.write(`${line}\n`), Date.now, env.progressAfterMs) : undefined;
-const context = (root: string): HostContext => ({ root, exec: processRunner(process.env), now: () => new Date(), faults: faultsFrom(env.fault), load, ...(progress ? { progress } : {}) });
+/** A pass's context on `root`; with `log` at level debug (or trace), the pass says what it is doing there (HostContext.debug). */
+const context = (root: string, log?: Logger): HostContext => ({
+  root, exec: processRunner(process.env), now: () => new Date(), faults: faultsFrom(env.fault), load,
+  ...(progress ? { progress } : {}),
+  ...(log?.isLevelEnabled('debug') ? { debug: (fields: Record<string, unknown>, msg: string) => log.debug(fields, msg) } : {}),
+});
 
 /** The log level: `--log-level` when the command line gave one, else MESH_LOG_LEVEL, else info. */
 let logLevel = env.logLevel;
 /** The logger of a command that logs: JSON lines on stderr, drawn for a person when stderr is a terminal. */
 const logger = async () => (await import('./log.js')).createLogger('mesh-host', logLevel, process.stderr.isTTY);
+/** The logger of a command that logs nothing above debug (`apply`), loaded only when it is asked for at debug or trace. */
+const debugLogger = async () => (logLevel === 'debug' || logLevel === 'trace' ? logger() : undefined);
 
 /** What each command does, once its options are read. */
 const actions: Actions = {
@@ -55,25 +63,25 @@ const actions: Actions = {
     if (o.noop) {
       if (!o.once) throw new MeshError('E_USAGE', '--noop makes one pass that changes nothing: use it with --once');
       const [{ noopPass }, { printNoop }, log] = await Promise.all([import('./commands/noop.js'), import('./output.js'), logger()]);
-      const result = await noopPass(context(o.root), log);
+      const result = await noopPass(context(o.root, log), log);
       process.exitCode = printNoop(result, Boolean(o.json));
       return;
     }
     const [{ run }, { printPass }, log, { parseProbation }] = await Promise.all([import('./commands/run.js'), import('./output.js'), logger(), import('./upgrade/upgrade.js')]);
     const stop = new AbortController();
     for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => stop.abort());
-    const last = await run(context(o.root), log, { once: Boolean(o.once), intervalMs: o.interval, heartbeatMs: o.heartbeat, onPass: (p) => printPass(p, Boolean(o.json)), probationMs: parseProbation(env.probation) }, stop.signal);
+    const last = await run(context(o.root, log), log, { once: Boolean(o.once), intervalMs: o.interval, heartbeatMs: o.heartbeat, onPass: (p) => printPass(p, Boolean(o.json)), probationMs: parseProbation(env.probation) }, stop.signal);
     if (o.once && last && (['failed', 'untrusted', 'ineligible'].includes(last.report.outcome) || !last.sent || last.disconnected)) process.exitCode = EXIT.failed;
   },
 
   async apply(o) {
     if (o.noop) {
-      const [{ previewBundle }, { printNoop }] = await Promise.all([import('./commands/apply.js'), import('./output.js')]);
-      process.exitCode = printNoop({ commit: null, notes: [], preview: await previewBundle(o.bundle, context(o.root)) }, Boolean(o.json));
+      const [{ previewBundle }, { printNoop }, log] = await Promise.all([import('./commands/apply.js'), import('./output.js'), debugLogger()]);
+      process.exitCode = printNoop({ commit: null, notes: [], preview: await previewBundle(o.bundle, context(o.root, log)) }, Boolean(o.json));
       return;
     }
-    const [{ applyBundle }, { printBody }] = await Promise.all([import('./commands/apply.js'), import('./output.js')]);
-    const body = await applyBundle(o.bundle, context(o.root));
+    const [{ applyBundle }, { printBody }, log] = await Promise.all([import('./commands/apply.js'), import('./output.js'), debugLogger()]);
+    const body = await applyBundle(o.bundle, context(o.root, log));
     printBody(body, Boolean(o.json));
     if (body.outcome === 'failed') process.exitCode = 1;
   },

@@ -94,17 +94,22 @@ export async function reconcile(host: Host, opts: { heartbeatMs: number }): Prom
     host.store.data.lastApplied = { commit, digest: body.digest ?? '', at: host.ctx.now().toISOString() };
   }
   host.store.save();
-  return report(host, body, opts.heartbeatMs, disconnected);
+  const started = host.ctx.debug && performance.now();
+  const result = await report(host, body, opts.heartbeatMs, disconnected);
+  host.ctx.debug?.({ sequence: result.report.sequence, delivery: result.delivery, ms: Math.round(performance.now() - started!) }, 'report');
+  return result;
 }
 
 /** Poll main and fetch it when it moved; unreachable, the last fetched commit. `record` (not under --noop) keeps the contact in the store. */
 export async function contact(host: Host, record = true): Promise<{ commit: string; disconnected?: string }> {
   const branch = host.config.mainBranch;
+  const started = host.ctx.debug && performance.now();
   try {
     const tip = await host.repo.poll(branch);
     if (!tip) throw new MeshError('E_NO_MAIN', `the fleet repo has no branch ${branch} yet`, { next: 'wait' });
     const fetched = await host.repo.fetched(branch);
     const commit = tip === fetched ? tip : await host.repo.fetch(branch);
+    host.ctx.debug?.({ branch, commit, fetched: tip !== fetched, ms: Math.round(performance.now() - started!) }, tip === fetched ? 'main polled: not moved' : 'main polled and fetched');
     if (record) {
       host.store.data.lastContact = { at: host.ctx.now().toISOString(), commit };
       host.store.data.lastError = null;

@@ -32,7 +32,16 @@ export interface HostContext {
   load: Loaders;
   /** Told after each step of a pass (a terminal shows it; progress.ts). */
   progress?: Progress;
+  /**
+   * What a pass is doing, as a log line at level debug (main.ts gives it only at that level: at any
+   * other, `ctx.debug?.(…)` builds nothing). Its fields are what the report says anyway: ids,
+   * actions, the changes as the summary words them, counts and milliseconds, never a value.
+   */
+  debug?: Debug;
 }
+
+/** A log line at level debug: its fields, then its message. */
+export type Debug = (fields: Record<string, unknown>, msg: string) => void;
 
 /** Code compiled only when it is needed (start-up cost): main.ts hands in real imports; tests may hand in static ones. */
 export interface Loaders {
