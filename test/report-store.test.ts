@@ -237,6 +237,8 @@ describe('report commits by id from mesh-cli serve (server/report-pack.ts)', () 
     expect((await post(body, null)).status).toBe(401);
     expect((await post('not an id\n', `operator:${fleet.operator}`)).status).toBe(400);
     expect((await post(`${'1'.repeat(40)}\n`, `operator:${fleet.operator}`)).status).toBe(422);
+    const tree = text(bare, 'rev-parse', `${tips()[0]}^{tree}`).trim();
+    expect((await post(`${tips()[0]}\n${tree}\n`, `operator:${fleet.operator}`)).status).toBe(422); // a commit and a tree: refused as a whole
     expect((await post('', `operator:${fleet.operator}`, 'GET')).status).toBe(405);
     text(bare, 'update-ref', '-d', 'refs/heads/reports/rp-1'); // the other tests know three report branches
   });

@@ -9,11 +9,11 @@
  * indexing them ~0.3 s (docs/scale.md, session 14).
  *
  * Operators only (a node reads its own branch and main, never the other nodes' reports); on a
- * server started with --open, whoever may read every branch. A request naming an object the
- * repository lacks is refused as a whole, before any byte of the pack is sent.
+ * server started with --open, whoever may read every branch. A request naming anything but a
+ * commit of the repository is refused as a whole, before any byte of the pack is sent.
  */
 import type { ServerResponse } from 'node:http';
-import { git, spawnGit } from '../git.js';
+import { spawnGit } from '../git.js';
 
 /** The path after the repository's name. */
 export const REPORT_PACK_PATH = '/mesh/report-pack';
@@ -30,27 +30,31 @@ export async function answerReportPack(dir: string, body: Buffer, res: ServerRes
   if (wants.length === 0 || wants.length > MAX_REPORT_PACK_WANTS || !wants.every((w) => ID.test(w))) {
     return refuse(res, 400, `name 1 to ${MAX_REPORT_PACK_WANTS} commit ids, one a line`);
   }
-  let objects: string;
-  try {
-    objects = await git(dir, ['--git-dir', dir, 'rev-list', '--objects', '--no-walk', '--stdin'], wants.join('\n') + '\n');
-  } catch {
-    return refuse(res, 422, 'an id named is not an object of this repository');
-  }
-  // --window=0: no delta search (the objects are small, and often loose on a server that takes pushes in-process).
-  const pack = spawnGit(dir, ['--git-dir', dir, 'pack-objects', '--window=0', '--stdout', '-q']);
-  let failed = false;
-  const done = new Promise<void>((resolve) => {
-    pack.on('error', () => { failed = true; resolve(); });
-    pack.on('close', (code) => { failed ||= code !== 0; resolve(); });
+  // One pack-objects walks from each want, each marked shallow so that none is walked past: each
+  // commit with its tree and files, the objects `git rev-list --objects --no-walk` lists, without
+  // a second process or the list in between (--window=0: no delta search; the objects are small,
+  // and often loose on a server that takes pushes in-process).
+  const pack = spawnGit(dir, ['--git-dir', dir, 'pack-objects', '--revs', '--window=0', '--stdout', '-q']);
+  let sent = false;
+  const code = new Promise<number | null>((resolve) => {
+    pack.on('error', () => resolve(null));
+    pack.on('close', resolve);
   });
   pack.stderr.resume();
   pack.stdin.on('error', () => {}); // a pack-objects that died is seen by its exit code
-  pack.stdin.end(objects);
-  res.writeHead(200, { 'Content-Type': 'application/x-git-packed-objects', 'Cache-Control': 'no-cache' });
-  pack.stdout.pipe(res, { end: false });
-  await done;
+  pack.stdin.end(wants.map((w) => `--shallow ${w}\n`).join('') + wants.join('\n') + '\n');
+  // Nothing is answered before the pack's first byte: a want that is not a commit of the repository
+  // makes pack-objects fail before it writes any, and the request is refused as a whole.
+  pack.stdout.once('data', (first: Buffer) => {
+    sent = true;
+    res.writeHead(200, { 'Content-Type': 'application/x-git-packed-objects', 'Cache-Control': 'no-cache' });
+    res.write(first);
+    pack.stdout.pipe(res, { end: false });
+  });
+  const exit = await code;
+  if (!sent) return refuse(res, 422, 'an id named is not a commit of this repository');
   // A pack cut short must not look whole: the client's index-pack then fails on the missing checksum.
-  if (failed) res.destroy();
+  if (exit !== 0) res.destroy();
   else res.end();
 }
 
