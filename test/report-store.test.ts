@@ -5,6 +5,8 @@
  * what the server has; the checkout itself never becomes shallow; and the same for a local path.
  */
 import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -241,6 +243,35 @@ describe('report commits by id from mesh-cli serve (server/report-pack.ts)', () 
     expect((await post(`${tips()[0]}\n${tree}\n`, `operator:${fleet.operator}`)).status).toBe(422); // a commit and a tree: refused as a whole
     expect((await post('', `operator:${fleet.operator}`, 'GET')).status).toBe(405);
     text(bare, 'update-ref', '-d', 'refs/heads/reports/rp-1'); // the other tests know three report branches
+  });
+
+  it('stop packing when the client goes away: no pack-objects is left blocked on a full pipe', async () => {
+    // A commit whose pack is larger than the pipes and socket buffers between pack-objects and the client.
+    const blob = gitSync(bare, ['hash-object', '-w', '--stdin'], randomBytes(4 << 20)).toString().trim();
+    const commit = gitSync(bare, ['commit-tree', gitSync(bare, ['mktree'], `100644 blob ${blob}\tstatus.json\n`).toString().trim(), '-m', 'large']).toString().trim();
+    const packing = () => readdirSync('/proc').filter((pid) => /^\d+$/.test(pid)).filter((pid) => {
+      try {
+        const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+        return cmd.includes('pack-objects') && cmd.includes(bare) && !readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z ');
+      } catch {
+        return false; // gone meanwhile
+      }
+    });
+    const first = await new Promise<number>((resolve, reject) => {
+      const req = httpRequest(`${fleet.plainUrl}/mesh/report-pack`, { method: 'POST', headers: { Authorization: `Basic ${Buffer.from(`operator:${fleet.operator}`).toString('base64')}` } }, (res) => {
+        res.once('data', (chunk: Buffer) => {
+          resolve(chunk.length);
+          req.destroy(); // gone after the first bytes, as a status stopped mid-fetch
+        });
+      });
+      req.on('error', () => undefined);
+      req.once('response', (res) => { if (res.statusCode !== 200) reject(new Error(`status ${res.statusCode}`)); });
+      req.end(`${commit}\n`);
+    });
+    expect(first).toBeGreaterThan(0);
+    const end = Date.now() + 5000;
+    while (packing().length > 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+    expect(packing()).toEqual([]);
   });
 });
 

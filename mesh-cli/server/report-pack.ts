@@ -42,6 +42,8 @@ export async function answerReportPack(dir: string, body: Buffer, res: ServerRes
   });
   pack.stderr.resume();
   pack.stdin.on('error', () => {}); // a pack-objects that died is seen by its exit code
+  // A client that goes away (a status stopped mid-fetch) must not leave pack-objects blocked on a full pipe for ever.
+  res.on('close', () => { if (!res.writableFinished) pack.kill(); });
   pack.stdin.end(wants.map((w) => `--shallow ${w}\n`).join('') + wants.join('\n') + '\n');
   // Nothing is answered before the pack's first byte: a want that is not a commit of the repository
   // makes pack-objects fail before it writes any, and the request is refused as a whole.
