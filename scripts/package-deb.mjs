@@ -26,7 +26,7 @@ const version = process.env.MESH_BUILD_VERSION ?? JSON.parse(readFileSync(join(t
 if (!/^[0-9][A-Za-z0-9.+~-]*$/.test(version)) throw new Error(`version ${version} is not a Debian version: it must start with a digit (set MESH_BUILD_VERSION)`);
 const out = resolve(args.out ?? process.env.MESH_DEB_OUT ?? join(top, 'dist'));
 
-// The same two lines as agent/upgrade/state.ts writes into last-good.
+// The same two lines as agent/upgrade/state.ts writes into last-good (LAST_GOOD_LOADER): test/upgrade.test.ts holds the two equal.
 const LOADER = "import { createRequire } from 'node:module';\ncreateRequire(import.meta.url)('./mesh-host.cjs');\n";
 
 const work = mkdtempSync(join(tmpdir(), 'mesh-deb-'));

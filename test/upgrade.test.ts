@@ -131,6 +131,10 @@ describe('the host upgrades itself through its own declaration', () => {
     expect(fromB).toMatchObject({ outcome: 'applied', resources: expect.arrayContaining([{ id: 'package:mesh-host', result: 'unchanged' }]) });
     expect(mainEvents()).toEqual(['start', 'exit 0', 'start']);
     expect(dpkgVersion(root)).toBe(V.B);
+    // B, once good, is kept with the loader every rollback unit runs: the same text as the package's (two copies of it: scripts/package-deb.mjs, agent/upgrade/state.ts).
+    const kept = join(root, 'var/lib/mesh-host/last-good/mesh-host.mjs');
+    for (const until = Date.now() + 10_000; !existsSync(kept) && Date.now() < until; ) await new Promise((r) => setTimeout(r, 100));
+    expect(readFileSync(kept, 'utf8')).toBe(readFileSync(join(root, 'usr/lib/mesh-host/mesh-host.mjs'), 'utf8'));
   });
 
   it('a version C whose binary does not run fails the pass with its self-test output, B is put back and keeps running and reporting', async () => {
