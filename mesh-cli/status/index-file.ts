@@ -5,7 +5,7 @@
  * (report-texts.ts). Reading and writing only: report-index.ts decides what goes in.
  */
 import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
-import { open, readFile } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
 import { dirname, isAbsolute, join } from 'node:path';
 import type { Verdict } from '../../core/report/claims.js';
 import type { NodeIdentity } from '../../schema/fleet.js';
@@ -88,7 +88,7 @@ export interface ReadIndex {
  */
 export async function readIndex(files: IndexFiles): Promise<ReadIndex> {
   const empty = (): ReadIndex => ({ index: { format: 4, nodes: {}, identities: {}, vouched: [] }, seen: new Map(), records: () => ({}) });
-  const [bytes, identities] = await Promise.all([readWhole(files.index).catch(() => null), readFile(files.identities, 'utf8').catch(() => '')]);
+  const [bytes, identities] = await Promise.all([readWhole(files.index).catch(() => null), readWhole(files.identities).then((b) => b.toString('utf8'), () => '')]);
   if (bytes === null && !existsSync(files.index)) return empty();
   try {
     // Only the first line is decoded here: the rest stays bytes until it is needed.
