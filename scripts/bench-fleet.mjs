@@ -64,6 +64,7 @@ async function served(name, { open = false, data = join(work, name), args = [] }
  */
 async function statusRun(checkout, expected, server) {
   const cpu0 = cpuSeconds(process.pid); // counts the CLI and its git children once they are reaped
+  const own0 = process.cpuUsage(); // this process's own share of that (its threads: the garbage collector's too)
   const r = await measured(server, async () => {
     const run = spawnSync('node', [cli, 'status', '--json'], { cwd: checkout, env: { ...process.env, MESH_TIMINGS: '1' }, maxBuffer: 512 * 1024 * 1024 });
     // 4: some node has not applied main's tip (the sharded phase moves main past the reports' commit).
@@ -72,7 +73,7 @@ async function statusRun(checkout, expected, server) {
     return { json: JSON.parse(run.stdout.toString()), timings: timings ? JSON.parse(timings[1]) : null };
   });
   const rows = r.result.json.nodes;
-  return { nodes: rows.length, expected, valid: rows.filter((x) => x.signature === 'valid').length, chainOk: rows.filter((x) => x.chain === 'ok').length, totalS: r.wallS, cpuS: cpuSeconds(process.pid) - cpu0, serverCpuS: r.serverCpuS, timings: r.result.timings };
+  return { nodes: rows.length, expected, valid: rows.filter((x) => x.signature === 'valid').length, chainOk: rows.filter((x) => x.chain === 'ok').length, totalS: r.wallS, cpuS: cpuSeconds(process.pid) - cpu0, benchCpuS: ((u) => (u.user + u.system) / 1e6)(process.cpuUsage(own0)), serverCpuS: r.serverCpuS, timings: r.result.timings };
 }
 
 try {
