@@ -1,8 +1,8 @@
 /**
  * A fast path for the YAML that declarations are mostly written in: block maps and block
- * sequences of plain, single-quoted and one-line double-quoted scalars, with comments. It goes
- * straight to plain objects, without `yaml`'s CST and document (most of a cold declaration's
- * load, and its garbage). Anything else (flow collections, block scalars, anchors, tags,
+ * sequences of plain, single-quoted and one-line double-quoted scalars, with comments, and the
+ * empty `[]` and `{}` (mesh.yaml's `signers: []`). It goes straight to plain objects, without
+ * `yaml`'s CST and document (most of a cold declaration's load, and its garbage). Anything else (other flow collections, block scalars, anchors, tags,
  * multi-line scalars, numbers other than small integers, quoted keys, tabs, duplicate keys,
  * anything it is not sure of) is answered with `undefined`, and load.ts parses the text with
  * `yaml` as before. When it answers, the value is what `yaml`'s toJS gives for the same text
@@ -121,6 +121,12 @@ function value(lines: Line[], at: { i: number }, indent: number, rest: string, o
 
 function scalar(text: string): unknown {
   const first = text.charCodeAt(0);
+  // An empty flow sequence or map (`signers: []`), and nothing else of the flow style.
+  if (first === 91 /* [ */ || first === 123 /* { */) {
+    if (text.charCodeAt(1) !== first + 2 /* ] or } */) throw GIVE_UP;
+    after(text.slice(2));
+    return first === 91 ? [] : {};
+  }
   if (first === 34 /* " */) {
     let end = 1;
     while (end < text.length && text.charCodeAt(end) !== 34) end += text.charCodeAt(end) === 92 /* \ */ ? 2 : 1;

@@ -27,7 +27,7 @@ const SCALARS = [
   'x', 'file', '/etc/app.ini', 'file:/etc/x', 'a b', 'a  b', 'a #c', 'a#b', 'a: b', 'a:', 'a:b', '0644', '"0644"', "'0644'", '644', '0', '00', '1.5', '1e3', '-1', '+1', '.5', '0x1F', '0o7',
   '12345678901234567890', 'true', 'True', 'TRUE', 'tRue', 'false', 'no', 'yes', 'on', 'null', 'Null', '~', '', '-', '- x', '-x', '?', '? x', ':x', '[a]', '{a: 1}', 'x[1]', 'x{1}', 'a,b', '&a x', '*a', '!!str 1',
   '!x', '|', '>', '%x', '@x', '`x', '"a"', '"a\\"b"', '"a\\nb"', '"\\x41"', '"\\u00e9"', '"\\ud800"', '"\\/"', '"\\e"', '"a" b', '"a" #c', "'a''b'", "'a' #c", "'a'b", '"unterminated', "'unterminated", 'café', '{{ vars.port }}',
-  '"{{ facts.hostname }}"', 'a\u00a0b', '.inf', '-.inf', '.nan', '<<', '=', 'a \\ b', '"a\\\\"', '"\\\\u0041"', 'x  ', 'é', '\u2028', '"#"', "'#'", 'a\'b', 'a"b',
+  '"{{ facts.hostname }}"', '[]', '{}', '[ ]', '{ }', '[] # c', '[]#c', '{}x', '[],', '[]]', '{}:', '[] x', 'a\u00a0b', '.inf', '-.inf', '.nan', '<<', '=', 'a \\ b', '"a\\\\"', '"\\\\u0041"', 'x  ', 'é', '\u2028', '"#"', "'#'", 'a\'b', 'a"b',
 ];
 const KEYS = ['a', 'b', 'type', 'path', 'mode', 'content', 'resources', 'include', 'with', 'a.b', 'a-b', 'a/b', '_x', 'true', 'null', '1', '"q"', "'q'", '? k', 'a b', '__proto__', '<<', 'x '];
 
@@ -119,5 +119,14 @@ describe('the fast YAML path', () => {
       expect(fast, file).toStrictEqual(slow(text).value);
     }
     expect(answered).toBeGreaterThan(0);
+    // The example's mesh.yaml (`signers: []`) takes the fast path: status and every other command of such a fleet start without the yaml library.
+    const mesh = files.find((f) => f.endsWith('/mesh.yaml'));
+    expect(mesh).toBeDefined();
+    expect(parsePlainYaml(readFileSync(mesh!, 'utf8'))).toMatchObject({ signers: [] });
+  });
+
+  it('answers for empty flow collections only', () => {
+    expect(parsePlainYaml('a: []\nb: {}\nc:\n  - []\n  - {} # none\n')).toStrictEqual({ a: [], b: {}, c: [[], {}] });
+    for (const text of ['a: [ ]\n', 'a: [x]\n', 'a: {x: 1}\n', 'a: []#c\n', 'a: [] x\n', 'a: []]\n', '[]\n']) expect(parsePlainYaml(text), text).toBeUndefined();
   });
 });
