@@ -20,6 +20,7 @@ import { Report } from '../schema/report.js';
 import { TokenFile } from '../schema/token.js';
 import { verifyReport } from '../core/report/verify.js';
 import { headsOf } from '../mesh-cli/status/http-direct.js';
+import { pktLines } from '../core/git/pkt-line.js';
 
 const RUNS = 10_000;
 
@@ -166,6 +167,15 @@ describe('hostile input never crashes the token file or commit-signature parsers
     };
     fc.assert(fc.property(mutated(advert), (text) => wellFormed(headsOf(Buffer.from(text, 'latin1')))), { numRuns: RUNS });
     fc.assert(fc.property(fc.uint8Array({ maxLength: 400 }), (bytes) => wellFormed(headsOf(Buffer.from(bytes)))), { numRuns: RUNS });
+    // The same answer as a reader of each pkt-line as its own Buffer (pktLines) and UTF-8 text, a ref name that is not ASCII included.
+    const other = advert.replace('0000', '0000' + pkt(`${b} refs/heads/reports/café\n`) + pkt(`${a} refs/heads/\u00e9t\u00e9 x\n`));
+    expect(headsOf(Buffer.from(other.replace(pkt(`${a} refs/heads/\u00e9t\u00e9 x\n`), '')))?.get('refs/heads/reports/café')).toBe(b);
+    for (const text of [advert, empty, other]) {
+      expect(headsOf(Buffer.from(text))).toEqual(headsByLine(Buffer.from(text)));
+      fc.assert(fc.property(mutated(text), (t) => {
+        expect(headsOf(Buffer.from(t, 'latin1'))).toEqual(headsByLine(Buffer.from(t, 'latin1')));
+      }), { numRuns: RUNS });
+    }
   });
 
   it('arbitrary bytes get a verdict from the commit-signature check, and a message for every refusal', () => {
@@ -180,3 +190,32 @@ describe('hostile input never crashes the token file or commit-signature parsers
     );
   });
 });
+
+/** The ref advertisement read one pkt-line at a time, each its own Buffer decoded as UTF-8: what headsOf read before it walked one string. */
+function headsByLine(body: Buffer): Map<string, string> | null {
+  const heads = new Map<string, string>();
+  let part = 0;
+  try {
+    for (const p of pktLines(body)) {
+      if (part === 3) return null;
+      if (typeof p === 'number') {
+        if (p !== 0 || part === 0) return null;
+        part = part === 1 ? 2 : 3;
+        continue;
+      }
+      if (part === 0) {
+        if (p.toString('latin1') !== '# service=git-upload-pack\n') return null;
+        part = 1;
+        continue;
+      }
+      if (part === 1) return null;
+      const line = p.toString('utf8').replace(/\n$/, '').split('\0')[0]!;
+      const ref = /^([0-9a-f]{40}|[0-9a-f]{64}) (\S+)$/.exec(line);
+      if (!ref) return null;
+      if (ref[2]!.startsWith('refs/heads/') && !ref[2]!.endsWith('^{}')) heads.set(ref[2]!, ref[1]!);
+    }
+  } catch {
+    return null;
+  }
+  return part === 3 ? heads : null;
+}
