@@ -2,11 +2,12 @@
  * A fast path for the YAML that declarations are mostly written in: block maps and block
  * sequences of plain, single-quoted and one-line double-quoted scalars, with comments, and the
  * empty `[]` and `{}` (mesh.yaml's `signers: []`). It goes straight to plain objects, without
- * `yaml`'s CST and document (most of a cold declaration's load, and its garbage). Anything else (other flow collections, block scalars, anchors, tags,
- * multi-line scalars, numbers other than small integers, quoted keys, tabs, duplicate keys,
- * anything it is not sure of) is answered with `undefined`, and load.ts parses the text with
- * `yaml` as before. When it answers, the value is what `yaml`'s toJS gives for the same text
- * (test/yaml-plain.test.ts compares the two on generated documents).
+ * `yaml`'s CST and document (most of a cold declaration's load, and its garbage). Anything else
+ * (other flow collections, block scalars, anchors, tags, multi-line scalars, numbers other than
+ * small integers, quoted keys, tabs, duplicate keys, anything it is not sure of) is answered
+ * with `undefined`, and load.ts parses the text with `yaml` as before. When it answers, the
+ * value is what `yaml`'s toJS gives for the same text (test/yaml-plain.test.ts compares the two
+ * on generated documents).
  */
 
 /** Thrown inside the parser to give up; caught by parsePlainYaml. */
