@@ -203,6 +203,14 @@ describe('reading report branches through the git binary over smart HTTP', () =>
     expect((err as Error).message).not.toContain('not-the-s3cret');
   });
 
+  it('says E_NO_REMOTE, a person\'s to fix, when the checkout has no origin', async () => {
+    const dir = mkdtempSync(join(fleet.dir, 'no-origin-'));
+    text(dir, 'init', '-q');
+    const err = await (await openRemote(dir)).lsRefs(['refs/heads/']).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'E_NO_REMOTE', next: 'human' });
+    expect((err as Error).message).toContain("this checkout has no remote 'origin': add the fleet server's repository with 'git remote add origin ");
+  });
+
   it('says E_FETCH with the URL when nothing listens there', async () => {
     const dir = mkdtempSync(join(fleet.dir, 'down-'));
     text(dir, 'init', '-q');

@@ -74,8 +74,12 @@ const MAX_PACKS = 40;
  * repository, `config` the checkout's config file, `format` its object format (sha1, sha256).
  */
 export async function openRemote(dir: string, paths: { store: string; config: string }, name = 'origin', store: Promise<string> = openStore(dir, paths)): Promise<Remote> {
-  // The remote's URL is asked for only to say where a failure was (one git process less a run).
-  const where = async () => /[:/]/.test(name) ? withoutCredential(name) : `remote '${name}' (${withoutCredential(await gitBytes(dir, ['remote', 'get-url', name]).then((b) => b.toString('utf8').trim(), () => ''))})`;
+  // The remote's URL is asked for only to say where a failure was (one git process less a run); none: the checkout has no such remote.
+  const where = async (): Promise<Where> => {
+    if (/[:/]/.test(name)) return { text: withoutCredential(name) };
+    const url = await gitBytes(dir, ['remote', 'get-url', name]).then((b) => b.toString('utf8').trim(), () => '');
+    return url ? { text: `remote '${name}' (${withoutCredential(url)})` } : { text: `remote '${name}'`, missing: name };
+  };
   const repo = join(paths.store, 'reports.git');
   const objects = join(repo, 'objects');
   let reader: CatFileBatch | null = null;
@@ -231,8 +235,17 @@ function withoutCredential(url: string): string {
   return url.replace(/([a-z][a-z0-9+.-]*:\/\/)[^/@\s']*@/gi, '$1');
 }
 
+/** Where a fetch went, as a failure names it: the remote and its URL; `missing`, the remote's name when the checkout has no such remote. */
+interface Where {
+  text: string;
+  missing?: string;
+}
+
 /** git's failure to reach the remote, as a MeshError that says what to do (never with the credential). */
-function remoteError(e: unknown, where: string): MeshError {
+function remoteError(e: unknown, { text: where, missing }: Where): MeshError {
+  if (missing !== undefined) {
+    return new MeshError('E_NO_REMOTE', `this checkout has no remote '${missing}': add the fleet server's repository with 'git remote add ${missing} http://HOST:PORT/fleet.git' (the operator credential in the URL or a git credential helper)`, { cause: e });
+  }
   const stderr = String((e as MeshError).data?.stderr ?? messageOf(e));
   const said = withoutCredential(stderr.split('\n').filter(Boolean).at(-1) ?? '').replace(/^fatal: /, '');
   if (/Authentication failed|could not read (Username|Password)|terminal prompts disabled|HTTP (401|403)|returned error: 40[13]/.test(stderr)) {
