@@ -7,6 +7,8 @@ const s = (x, digits = 2) => (x === undefined || Number.isNaN(x) ? '-' : `${x.to
 const ms = (x) => (x === undefined ? '-' : `${Math.round(x)} ms`);
 // Wall and CPU of the whole process, then the phases of its report-index refresh (report-index.ts).
 const statusLine = (x) => (x ? `${s(x.totalS)} wall, ${s(x.cpuS)} CPU, ${x.valid}/${x.nodes} valid, chain ok ${x.chainOk}${x.timings ? `; ${Object.entries(x.timings.phases).map(([k, v]) => `${k} ${ms(v)}`).join(', ')} (${x.timings.changed} changed)` : ''}` : '-');
+// A status run's wall, its CPU and the machine probe timed just before it (bench-fleet.mjs machineProbe: lower is faster).
+const eachRun = (x) => `${s(x.totalS)} (${s(x.cpuS, 1)}${x.probeMs === undefined ? '' : `; ${ms(x.probeMs)}`})`;
 const fmt = (x) => (Number.isInteger(x) ? String(x) : x.toFixed(2));
 
 /** Print the results of scripts/bench-fleet.mjs as a table. */
@@ -36,12 +38,12 @@ export function printTable(r) {
     [`changed polls, 32 at a time: wall, server CPU`, a.changedPoll ? `${s(a.changedPoll.wallS, 1)}, ${s(a.changedPoll.serverCpuS, 1)}` : '-', '', ''],
     ['mesh-cli status --json, first run in a new checkout', statusLine(a.statusCold), statusLine(b.statusCold), ''],
     [`mesh-cli status --json, every report changed since the last run${b.statusEvery ? ` (${b.nodes} nodes: median of ${b.statusEvery.length} runs)` : ''}`, statusLine(a.status), statusLine(b.status), ''],
-    ['  each run: wall (CPU)', '', b.statusEvery ? b.statusEvery.map((x) => `${s(x.totalS)} (${s(x.cpuS, 1)})`).join(', ') : '-', ''],
+    ['  each run: wall (CPU; machine probe)', '', b.statusEvery ? b.statusEvery.map(eachRun).join(', ') : '-', ''],
     ['  a tenth of the reports changed', '', statusLine(b.statusTenth), ''],
     ['  nothing changed', '', statusLine(b.statusSame), ''],
     [`  over ${b.sharded?.shards ?? '-'} report shards (${b.sharded?.nodesPerShard?.join(' + ') ?? '-'} nodes), first run in a new checkout`, '', statusLine(b.sharded?.statusCold), ''],
     [`  over the shards, every report changed${b.sharded ? ` (median of ${b.sharded.statusEvery.length} runs)` : ''}`, '', statusLine(b.sharded?.status), ''],
-    ['    each run: wall (CPU)', '', b.sharded ? b.sharded.statusEvery.map((x) => `${s(x.totalS)} (${s(x.cpuS, 1)})`).join(', ') : '-', ''],
+    ['    each run: wall (CPU; machine probe)', '', b.sharded ? b.sharded.statusEvery.map(eachRun).join(', ') : '-', ''],
     ['generated report commits pass git verify-commit', '', b.generatedCommitVerifies === undefined ? '-' : String(b.generatedCommitVerifies), ''],
     ['operator cold clone (all report branches)', '', b.coldClone ? `${s(b.coldClone.wallS)}, server CPU ${s(b.coldClone.serverCpuS)}` : '-', ''],
     ['report history per node after the bench', a.historyPerNode === undefined ? '-' : `${a.historyPerNode} commits`, '', ''],

@@ -63,6 +63,7 @@ async function served(name, { open = false, data = join(work, name), args = [] }
  * time, the server's, and the phases of its report-index refresh (MESH_TIMINGS, report-index.ts).
  */
 async function statusRun(checkout, expected, server) {
+  const probeMs = machineProbe();
   const cpu0 = cpuSeconds(process.pid); // counts the CLI and its git children once they are reaped
   const own0 = process.cpuUsage(); // this process's own share of that (its threads: the garbage collector's too)
   const r = await measured(server, async () => {
@@ -73,7 +74,21 @@ async function statusRun(checkout, expected, server) {
     return { json: JSON.parse(run.stdout.toString()), timings: timings ? JSON.parse(timings[1]) : null };
   });
   const rows = r.result.json.nodes;
-  return { nodes: rows.length, expected, valid: rows.filter((x) => x.signature === 'valid').length, chainOk: rows.filter((x) => x.chain === 'ok').length, totalS: r.wallS, cpuS: cpuSeconds(process.pid) - cpu0, benchCpuS: ((u) => (u.user + u.system) / 1e6)(process.cpuUsage(own0)), serverCpuS: r.serverCpuS, timings: r.result.timings };
+  return { nodes: rows.length, expected, valid: rows.filter((x) => x.signature === 'valid').length, chainOk: rows.filter((x) => x.chain === 'ok').length, totalS: r.wallS, cpuS: cpuSeconds(process.pid) - cpu0, benchCpuS: ((u) => (u.user + u.system) / 1e6)(process.cpuUsage(own0)), serverCpuS: r.serverCpuS, probeMs, timings: r.result.timings };
+}
+
+/**
+ * How fast this machine runs one thread right now: the milliseconds of a fixed loop of integer
+ * work (0.20–0.23 s here on a slow day; the probe itself moves by a few per cent), timed just
+ * before a status run. This machine's speed moves by more than 10 % with what ran before
+ * (docs/scale.md, sessions 21 and 22), so each run's figure is printed beside it: two runs
+ * compare only at a like probe.
+ */
+function machineProbe() {
+  const t0 = performance.now();
+  let x = 0;
+  for (let i = 0; i < 8e6; i++) x = (x + i * 2654435761) % 1000003;
+  return x < 0 ? NaN : performance.now() - t0;
 }
 
 try {
