@@ -203,6 +203,28 @@ describe('reading report branches through the git binary over smart HTTP', () =>
     expect((err as Error).message).not.toContain('not-the-s3cret');
   });
 
+  it('refuses a wrong password in the URL without git, so that a credential helper keeps the credential it holds', async () => {
+    const dir = mkdtempSync(join(fleet.dir, 'keep-'));
+    text(dir, 'init', '-q');
+    text(dir, 'remote', 'add', 'origin', fleet.repoUrl.replace(fleet.operator, 'not-the-s3cret'));
+    process.env.GIT_CONFIG_GLOBAL = join(dir, 'no-global-config'); // no helper of the machine's answers
+    try {
+      const store = join(dir, 'credentials');
+      const kept = `${fleet.repoUrl.replace(/\/fleet\.git$/, '')}\n`;
+      writeFileSync(store, kept);
+      text(dir, 'config', 'credential.helper', `store --file=${store}`);
+      for (const asked of [(r: Remote) => r.lsRefs(['refs/heads/main']), (r: Remote) => r.fetchObjects({ wants: tips(), deepen: 1 })]) {
+        const err = await asked(await openRemote(dir)).catch((e: unknown) => e);
+        expect(err).toMatchObject({ code: 'E_AUTH', next: 'human' });
+        expect((err as Error).message).toContain(`remote 'origin' (${fleet.plainUrl})`);
+        expect((err as Error).message).not.toContain('not-the-s3cret');
+        expect(readFileSync(store, 'utf8')).toBe(kept);
+      }
+    } finally {
+      delete process.env.GIT_CONFIG_GLOBAL;
+    }
+  });
+
   it('says E_NO_REMOTE, a person\'s to fix, when the checkout has no origin', async () => {
     const dir = mkdtempSync(join(fleet.dir, 'no-origin-'));
     text(dir, 'init', '-q');

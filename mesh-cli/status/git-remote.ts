@@ -114,7 +114,11 @@ export async function openRemote(dir: string, paths: { store: string; config: st
   const fetchInto = async (wants: string[], had: string[], deepen: number | undefined): Promise<string[] | null> => {
     const config = await store;
     // The tips one commit deep, from a mesh-cli serve in one request (report-pack.ts); git fetch for anything else.
-    if (deepen === 1 && had.length === 0 && (await byId(wants))) return null;
+    if (deepen === 1 && had.length === 0) {
+      const got = await byId(wants);
+      if (got === 'refused') throw refused((await where()).text, 'HTTP 401 for the credential in its URL');
+      if (got) return null;
+    }
     const lane = mkdtempSync(join(paths.store, 'fetch-'));
     try {
       mkdirSync(join(lane, 'refs'));
@@ -134,7 +138,9 @@ export async function openRemote(dir: string, paths: { store: string; config: st
   return {
     async lsRefs(prefixes) {
       // One request from here where it reaches the server as git would (http-direct.ts); else `git ls-remote`, in the checkout (the store's configuration is the checkout's, included).
-      const heads = (await advertisedHeads(http)) ?? lsRemoteHeads(await remoteGit(null, ['ls-remote', '--heads', name]));
+      const advertised = await advertisedHeads(http);
+      if (advertised === 'refused') throw refused((await where()).text, 'HTTP 401 for the credential in its URL');
+      const heads = advertised ?? lsRemoteHeads(await remoteGit(null, ['ls-remote', '--heads', name]));
       return new Map([...heads].filter(([ref]) => prefixes.some((p) => ref.startsWith(p))));
     },
     async fetchObjects({ wants, haves = [], deepen }) {
@@ -235,6 +241,12 @@ function withoutCredential(url: string): string {
   return url.replace(/([a-z][a-z0-9+.-]*:\/\/)[^/@\s']*@/gi, '$1');
 }
 
+/** The server at `where` refused the operator credential (`said`: how it said so). */
+function refused(where: string, said: string, cause?: unknown): MeshError {
+  return new MeshError('E_AUTH', `${where} refused the operator credential: it is wrong or missing (${said}); `
+    + `put the operator credential in the remote's URL (git remote set-url with http://operator:SECRET@host/...) or in a git credential helper`, { cause });
+}
+
 /** Where a fetch went, as a failure names it: the remote and its URL; `missing`, the remote's name when the checkout has no such remote. */
 interface Where {
   text: string;
@@ -248,9 +260,6 @@ function remoteError(e: unknown, { text: where, missing }: Where): MeshError {
   }
   const stderr = String((e as MeshError).data?.stderr ?? messageOf(e));
   const said = withoutCredential(stderr.split('\n').filter(Boolean).at(-1) ?? '').replace(/^fatal: /, '');
-  if (/Authentication failed|could not read (Username|Password)|terminal prompts disabled|HTTP (401|403)|returned error: 40[13]/.test(stderr)) {
-    return new MeshError('E_AUTH', `${where} refused the operator credential: it is wrong or missing (${said}); `
-      + `put the operator credential in the remote's URL (git remote set-url with http://operator:SECRET@host/...) or in a git credential helper`, { cause: e });
-  }
+  if (/Authentication failed|could not read (Username|Password)|terminal prompts disabled|HTTP (401|403)|returned error: 40[13]/.test(stderr)) return refused(where, said, e);
   return new MeshError('E_FETCH', `cannot fetch from ${where}: ${said}; check that the fleet server is running`, { next: 'retry', cause: e });
 }

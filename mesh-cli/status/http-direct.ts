@@ -19,6 +19,8 @@ import { git } from '../git.js';
 export interface Target {
   url: URL;
   auth: string | null;
+  /** The credential is the one in the remote's URL (not a credential helper's). */
+  authInUrl?: boolean;
   ca?: Buffer;
 }
 
@@ -57,7 +59,8 @@ async function resolveTarget(dir: string, name: string): Promise<Target | null> 
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return null;
   const caFile = process.env.GIT_SSL_CAINFO || settings.find(([key]) => key === 'http.sslcainfo')?.[1];
   let auth: string | null = null;
-  if (url.username) auth = `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`;
+  const authInUrl = Boolean(url.username);
+  if (authInUrl) auth = `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`;
   else {
     const plain = new URL(url);
     const filled = await git(dir, ['credential', 'fill'], `url=${plain.toString()}\n\n`, { GIT_TERMINAL_PROMPT: '0', GIT_ASKPASS: '', SSH_ASKPASS: '' }).catch(() => '');
@@ -68,7 +71,7 @@ async function resolveTarget(dir: string, name: string): Promise<Target | null> 
   url.username = '';
   url.password = '';
   url.pathname = url.pathname.replace(/\/$/, '');
-  return { url, auth, ...(caFile && url.protocol === 'https:' ? { ca: readFileSync(caFile) } : {}) };
+  return { url, auth, authInUrl, ...(caFile && url.protocol === 'https:' ? { ca: readFileSync(caFile) } : {}) };
 }
 
 /** A request to `path` under the repository's URL (with its query), answered with the response as it starts. */
@@ -94,13 +97,20 @@ const MAX_ADVERT = 256 << 20;
 /**
  * Every branch (refs/heads/…) → its id, as `git ls-remote --heads` lists them, from the server's
  * smart-HTTP ref advertisement (protocol v0: one request, which every git server answers); null
- * when it gave none (any failure: the caller asks git, which says why).
+ * when it gave none (any failure: the caller asks git, which says why); 'refused' when the server
+ * refused the credential written in the remote's URL. git is then not asked: on a refusal git
+ * tells the credential helpers that the credential is bad, and a helper such as `store` erases
+ * the one it keeps for that user and host, which was never tried and may be right.
  */
-export async function advertisedHeads(remote: Direct): Promise<Map<string, string> | null> {
+export async function advertisedHeads(remote: Direct): Promise<Map<string, string> | null | 'refused'> {
   const to = await remote.target();
   if (!to) return null;
   const answer = await request(to, 'GET', '/info/refs?service=git-upload-pack').catch(() => null);
   if (!answer) return null;
+  if (answer.statusCode === 401 && to.authInUrl) {
+    answer.resume();
+    return 'refused';
+  }
   if (answer.statusCode !== 200 || answer.headers['content-type'] !== 'application/x-git-upload-pack-advertisement') {
     answer.resume();
     if (answer.statusCode === 200 || answer.statusCode === 404) remote.forget(); // a dumb server, or no git here

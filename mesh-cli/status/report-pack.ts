@@ -12,8 +12,12 @@ import { spawnGit } from '../git.js';
 import { REPORT_PACK_PATH } from '../server/report-pack.js';
 import { request, type Direct } from './http-direct.js';
 
-/** Fetches report commits into the store by id; false when it could not (the caller fetches with git). */
-export type ReportPackFetch = (wants: string[]) => Promise<boolean>;
+/**
+ * Fetches report commits into the store by id; false when it could not (the caller fetches with
+ * git); 'refused' when the server refused the credential written in the remote's URL (the caller
+ * says so without git, which would have the credential helpers forget theirs: http-direct.ts).
+ */
+export type ReportPackFetch = (wants: string[]) => Promise<boolean | 'refused'>;
 
 /**
  * A ReportPackFetch from `remote` into the bare repository `store`. After a server answers that
@@ -28,6 +32,7 @@ export function reportPackFetch(remote: Direct, store: string): ReportPackFetch 
     if (!answer) return false;
     if (answer.statusCode !== 200) {
       answer.resume();
+      if (answer.statusCode === 401 && to.authInUrl) return 'refused';
       if (answer.statusCode === 404 || answer.statusCode === 405) absent = true; // not a mesh-cli serve
       return false;
     }
