@@ -79,7 +79,7 @@ async function statusRun(checkout, expected, server) {
 
 /**
  * How fast this machine runs one thread right now: the milliseconds of a fixed loop of integer
- * work (0.20–0.23 s here on a slow day; the probe itself moves by a few per cent), timed just
+ * work (0.20–0.25 s here on a slow day; the probe itself moves by a few per cent), timed just
  * before a status run. This machine's speed moves by more than 10 % with what ran before
  * (docs/scale.md, sessions 21 and 22), so each run's figure is printed beside it: two runs
  * compare only at a like probe.

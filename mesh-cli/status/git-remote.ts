@@ -80,6 +80,8 @@ export async function openRemote(dir: string, paths: { store: string; config: st
     const url = await gitBytes(dir, ['remote', 'get-url', name]).then((b) => b.toString('utf8').trim(), () => '');
     return url ? { text: `remote '${name}' (${withoutCredential(url)})` } : { text: `remote '${name}'`, missing: name };
   };
+  /** The server refused the credential written in the remote's URL (http-direct.ts: said without git). */
+  const refusedInUrl = async () => refused((await where()).text, 'HTTP 401 for the credential in its URL');
   const repo = join(paths.store, 'reports.git');
   const objects = join(repo, 'objects');
   let reader: CatFileBatch | null = null;
@@ -116,7 +118,7 @@ export async function openRemote(dir: string, paths: { store: string; config: st
     // The tips one commit deep, from a mesh-cli serve in one request (report-pack.ts); git fetch for anything else.
     if (deepen === 1 && had.length === 0) {
       const got = await byId(wants);
-      if (got === 'refused') throw refused((await where()).text, 'HTTP 401 for the credential in its URL');
+      if (got === 'refused') throw await refusedInUrl();
       if (got) return null;
     }
     const lane = mkdtempSync(join(paths.store, 'fetch-'));
@@ -139,7 +141,7 @@ export async function openRemote(dir: string, paths: { store: string; config: st
     async lsRefs(prefixes) {
       // One request from here where it reaches the server as git would (http-direct.ts); else `git ls-remote`, in the checkout (the store's configuration is the checkout's, included).
       const advertised = await advertisedHeads(http);
-      if (advertised === 'refused') throw refused((await where()).text, 'HTTP 401 for the credential in its URL');
+      if (advertised === 'refused') throw await refusedInUrl();
       const heads = advertised ?? lsRemoteHeads(await remoteGit(null, ['ls-remote', '--heads', name]));
       return new Map([...heads].filter(([ref]) => prefixes.some((p) => ref.startsWith(p))));
     },

@@ -20,7 +20,7 @@ export interface Target {
   url: URL;
   auth: string | null;
   /** The credential is the one in the remote's URL (not a credential helper's). */
-  authInUrl?: boolean;
+  authInUrl: boolean;
   ca?: Buffer;
 }
 
