@@ -8,8 +8,9 @@
  * length of 0xffffffff standing for "none".
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdir, open, rename } from 'node:fs/promises';
+import { mkdir, open, rename, rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import { tempBeside } from './status/temp-file.js';
 
 /** A report commit's texts, as bytes (decoded only when used). */
 export interface ReportTexts {
@@ -72,11 +73,15 @@ export async function writeTexts(file: string, texts: Map<string, ReportTexts>):
     if (t.sig) parts.push(t.sig);
   }
   await mkdir(dirname(file), { recursive: true });
-  const out = await open(`${file}.tmp`, 'w');
+  const tmp = tempBeside(file);
+  const out = await open(tmp, 'w');
   try {
     await out.writev(parts);
+  } catch (e) {
+    await rm(tmp, { force: true });
+    throw e;
   } finally {
     await out.close();
   }
-  await rename(`${file}.tmp`, file);
+  await rename(tmp, file);
 }

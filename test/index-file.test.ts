@@ -1,11 +1,13 @@
 /**
  * The report index is written part by part, its strings encoded slice by slice into one reused
  * buffer (mesh-cli/status/index-file.ts writeParts): the file must hold exactly the UTF-8 of the
- * parts joined, whatever characters fall on a slice's edge.
+ * parts joined, whatever characters fall on a slice's edge. Each write goes through a temporary
+ * file of its own (status/temp-file.ts), so that two status runs at once never mix their files.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { readTexts, writeTexts, type ReportTexts } from '../mesh-cli/report-texts.js';
 import { writeParts } from '../mesh-cli/status/index-file.js';
 import { tempDirs } from './helpers/tmp.js';
 
@@ -16,7 +18,7 @@ const SLICE = 64 * 1024;
 function written(parts: Array<string | Uint8Array>): Buffer {
   const file = join(tempDir('mesh-index-file-'), 'reports.json');
   writeParts(file, parts);
-  expect(existsSync(`${file}.tmp`)).toBe(false);
+  expect(readdirSync(join(file, '..'))).toEqual(['reports.json']);
   return readFileSync(file);
 }
 
@@ -38,5 +40,34 @@ describe('writing the report index in parts', () => {
   it('writes a lone surrogate as the replacement character, as Buffer.from does, wherever it falls', () => {
     const parts = ['y'.repeat(SLICE - 1) + '\ud83d' + 'z', '\udc00'];
     expect(written(parts).equals(utf8(parts))).toBe(true);
+  });
+});
+
+describe('the files status keeps, written by two runs at once', () => {
+  const texts = (n: number, text: string): Map<string, ReportTexts> =>
+    new Map(Array.from({ length: n }, (_, i) => [`node-${i}`, { commit: `${i}`.padStart(40, '0'), status: Buffer.from(`${text} ${i}`), sig: null }]));
+
+  it('leaves one writer\'s whole file, never a mix of the two, and no temporary file', async () => {
+    const dir = tempDir('mesh-index-file-');
+    const file = join(dir, 'report-texts.bin');
+    // The longer one starts first: through one shared temporary file, the shorter one's bytes would land over its head.
+    const long = texts(2000, 'a longer report text that the other writer does not have');
+    const short = texts(10, 'short');
+    await Promise.all([writeTexts(file, long), writeTexts(file, short)]);
+    const read = readTexts(file);
+    expect([long, short].some((m) => read.size === m.size && [...m].every(([node, t]) => read.get(node)?.status?.equals(t.status!)))).toBe(true);
+    expect(readdirSync(dir)).toEqual(['report-texts.bin']);
+  });
+
+  it('removes the temporary files a killed run left behind, and not another run\'s in progress', () => {
+    const dir = tempDir('mesh-index-file-');
+    const file = join(dir, 'reports.json');
+    const hourAgo = new Date(Date.now() - 3600_000);
+    for (const name of ['reports.json.tmp', 'reports.json.4242-3.tmp', 'reports.json.4343-1.tmp', 'identities.json.4242-1.tmp']) writeFileSync(join(dir, name), 'cut off');
+    for (const name of ['reports.json.4242-3.tmp', 'identities.json.4242-1.tmp']) utimesSync(join(dir, name), hourAgo, hourAgo);
+    writeParts(file, ['{}', '\n']);
+    // The old-style name and the stale one of this file go; a fresh one (a run writing now) and another file's stay.
+    expect(readdirSync(dir).sort()).toEqual(['identities.json.4242-1.tmp', 'reports.json', 'reports.json.4343-1.tmp']);
+    expect(existsSync(file)).toBe(true);
   });
 });

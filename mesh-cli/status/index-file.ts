@@ -4,7 +4,7 @@
  * each node.yaml lies on main, by the listing it was found in) and, beside them, the report texts
  * (report-texts.ts). Reading and writing only: report-index.ts decides what goes in.
  */
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, statSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { dirname, isAbsolute, join } from 'node:path';
 import type { Verdict } from '../../core/report/claims.js';
@@ -13,6 +13,7 @@ import type { ReportView } from '../../schema/report.js';
 import type { ChainVerdict, SeenTip } from '../chain.js';
 import type { Fleet } from '../fleet.js';
 import { git } from '../git.js';
+import { tempBeside } from './temp-file.js';
 
 /** A node's last report as the index keeps it. */
 export interface TipRecord extends SeenTip {
@@ -205,8 +206,9 @@ export function readNodesCache(file: string): NodesCache | null {
 export function writeNodesCache(file: string, cache: NodesCache): void {
   try {
     mkdirSync(dirname(file), { recursive: true });
-    writeFileSync(`${file}.tmp`, JSON.stringify(cache));
-    renameSync(`${file}.tmp`, file);
+    const tmp = tempBeside(file);
+    writeFileSync(tmp, JSON.stringify(cache));
+    renameSync(tmp, file);
   } catch {
     // made again next run
   }
@@ -257,14 +259,16 @@ const SLICE_UNITS = 64 * 1024;
 const WRITE_BUFFER = 3 * SLICE_UNITS;
 
 /**
- * Write `parts` one after the other to `file` (through a temporary file renamed into place).
+ * Write `parts` one after the other to `file` (through a temporary file of its own renamed into place: temp-file.ts).
  * Strings are encoded slice by slice into one reused buffer: writeFileSync of the joined text
  * made a flat copy of it and then its UTF-8 in new memory (~24 MB at 10,000 nodes, ~6,000 new
  * pages, each a page fault), where this touches 192 KB. A slice never ends between the two
  * halves of a surrogate pair, so every character is encoded whole.
  */
 export function writeParts(file: string, parts: Array<string | Uint8Array>): void {
-  const fd = openSync(`${file}.tmp`, 'w');
+  const tmp = tempBeside(file);
+  const fd = openSync(tmp, 'w');
+  let whole = false;
   try {
     const buffer = Buffer.allocUnsafe(WRITE_BUFFER);
     const put = (bytes: Uint8Array) => {
@@ -282,10 +286,12 @@ export function writeParts(file: string, parts: Array<string | Uint8Array>): voi
         at = end;
       }
     }
+    whole = true;
   } finally {
     closeSync(fd);
+    if (!whole) rmSync(tmp, { force: true });
   }
-  renameSync(`${file}.tmp`, file);
+  renameSync(tmp, file);
 }
 
 const isHighSurrogate = (unit: number) => unit >= 0xd800 && unit <= 0xdbff;
