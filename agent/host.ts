@@ -37,6 +37,7 @@ export async function openHost(host: HostContext, log: Logger): Promise<Host> {
   acquireLock(paths);
   const ctx = passContext(host, config.hostPackage ?? 'mesh-host');
   const store = openStore(paths.store, ctx.faults);
+  if (ctx.debug) store.debug = ctx.debug;
   const http = fleetHttp({ credential: readCredential(paths), pin: config.tlsPin });
   const repo = await openFleetRepo(paths.gitdir, config.url, http, { ...(config.pushUrl ? { pushUrl: config.pushUrl } : {}), ...(config.mirrors?.length ? { mirrors: config.mirrors } : {}) });
   return { paths, config, key: readNodeKey(paths), store, repo, ctx, log };

@@ -49,7 +49,9 @@ export async function previewDeclaration(tree: TreeReader, node: string, opts: L
 
 /** What a pass over `resources` would do here, given what `store` owns; `closed`: resources that would fail before anything (a secret this node cannot open), left alone. */
 export async function preview(resources: Resource[], store: Store, ctx: ResourceContext, closed: Array<{ id: string; message: string }> = []): Promise<Preview> {
+  const started = ctx.debug && performance.now();
   const { observed, errors } = await observe(resources, ctx);
+  ctx.debug?.({ resources: resources.length, unreadable: errors.size, ms: Math.round(performance.now() - started!) }, 'observed');
   const untouched = new Set(closed.map((c) => c.id));
   const steps = plan(resources, store.data.owned.filter((r) => !untouched.has(r.id)), observed, (r, o) => handlerFor(r).diff(r, o));
   const problems: Preview['problems'] = [...closed, ...[...errors].map(([id, error]) => ({ id, message: `cannot read current state: ${error}` }))];
@@ -80,6 +82,7 @@ export async function preview(resources: Resource[], store: Store, ctx: Resource
     const watched = (handler.watches?.(step.resource) ?? []).filter((p) => changingPaths.has(p));
     if (watched.length > 0 && handler.refresh) lines.push({ id: step.id, action: 'refresh', changes: [`${watched.join(', ')} would change: a pass would restart it`] });
   }
+  ctx.debug?.({ lines: lines.length, inSync, problems: problems.length, ms: Math.round(performance.now() - started!) }, 'previewed');
   return { lines, inSync, problems };
 }
 

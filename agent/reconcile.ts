@@ -93,7 +93,7 @@ export async function reconcile(host: Host, opts: { heartbeatMs: number }): Prom
   if (commit !== null && (body.outcome === 'applied' || body.outcome === 'unverified' || body.outcome === 'retired')) {
     host.store.data.lastApplied = { commit, digest: body.digest ?? '', at: host.ctx.now().toISOString() };
   }
-  host.store.save();
+  host.store.save('pass');
   const started = host.ctx.debug && performance.now();
   const result = await report(host, body, opts.heartbeatMs, disconnected);
   host.ctx.debug?.({ sequence: result.report.sequence, delivery: result.delivery, ms: Math.round(performance.now() - started!) }, 'report');
@@ -121,7 +121,7 @@ export async function contact(host: Host, record = true): Promise<{ commit: stri
     if (!(e instanceof MeshError) || e.next === 'human') throw e;
     if (record) {
       host.store.data.lastError = { at: host.ctx.now().toISOString(), message: messageOf(e) };
-      host.store.save();
+      host.store.save('fleet unreachable');
     }
     const last = await host.repo.fetched(branch);
     if (!last) throw e;
@@ -219,7 +219,7 @@ async function report(host: Host, body: ReportBody, heartbeatMs: number, disconn
       return again(host, { ...body, errors: [...body.errors, line] }, heartbeatMs);
     }
     host.store.data.lastError = { at: now.toISOString(), message: messageOf(e) };
-    host.store.save();
+    host.store.save('report not sent');
     return { report, delivery: 'kept', sent: false, disconnected: messageOf(e) };
   }
 }

@@ -82,7 +82,7 @@ export async function recordReport(repo: FleetRepo, store: Store, report: Report
   const heartbeat = report.kind !== 'enrolment' && sameAsLast(store, report);
   const oid = await repo.commit(reportRef(report.node), { [STATUS_FILE]: text, [SIGNATURE_FILE]: signature }, message, gitSigner(key), { heartbeat });
   store.data.report = { sequence: report.sequence, hash: sha256(text), contentHash: contentHash(report), at: report.observedAt, pushed: false };
-  store.save();
+  store.save('report made');
   return oid;
 }
 
@@ -90,7 +90,7 @@ export async function recordReport(repo: FleetRepo, store: Store, report: Report
 export async function sendReports(repo: FleetRepo, store: Store, node: string): Promise<void> {
   await repo.push(reportRef(node));
   store.data.report.pushed = true;
-  store.save();
+  store.save('report sent');
 }
 
 /**
@@ -113,7 +113,7 @@ export async function continueFromServer(repo: FleetRepo, store: Store, config: 
   // The store first: a crash before the branch moves leaves a report that the next push refuses again, and this runs again.
   // contentHash: unknown, so that the next report is a real one (it carries the line), never a heartbeat.
   store.data.report = { sequence: theirs.sequence, hash: sha256(status!), contentHash: null, at: theirs.observedAt, pushed: true };
-  store.save();
+  store.save('report continued from the server');
   await repo.point(ref, tip);
   const made = `report #${theirs.sequence}, made at ${theirs.observedAt}`;
   const message = theirs.sequence >= last

@@ -43,12 +43,13 @@ describe('mesh-host at log level debug', () => {
     const first = await apply(root, bundle, { MESH_LOG_LEVEL: 'debug' });
     expect(first.code, first.stderr).toBe(0);
     const said = debugLines(first.stderr);
-    expect(said.map((l) => l.msg)).toEqual(['declaration loaded', 'observed', 'planned', 'to change', 'to change', 'to change', 'declaration applied']);
+    expect(said.map((l) => l.msg)).toEqual(['declaration loaded', 'observed', 'planned', 'to change', 'to change', 'to change', 'declaration applied', 'store written']);
     expect(said[0]).toMatchObject({ name: 'mesh-host', commit: null, resources: 3, files: 1 });
     expect(said[0]!.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
     expect(said[2]).toMatchObject({ change: 3, keep: 0, remove: 0, adopt: 0 });
     expect(said.slice(3, 6).map((l) => [l.id, l.action])).toEqual([['directory:/srv/app', 'create'], ['file:/srv/app/a.conf', 'create'], ['file:/srv/app/b.conf', 'create']]);
     expect(said[6]).toMatchObject({ outcome: 'applied', changed: 3, failed: 0 });
+    expect(said[7]).toMatchObject({ why: 'pass', records: 3, epoch: 1 });
     for (const l of said) if ('ms' in l) expect(typeof l.ms).toBe('number');
     expect(first.stderr).not.toContain('hunter2'); // a line says what changes, never a value
 
@@ -63,6 +64,17 @@ describe('mesh-host at log level debug', () => {
       expect.objectContaining({ id: 'file:/srv/app/b.conf', action: 'create', drift: true }),
     ]);
     expect(debugLines(drift.stderr).find((l) => l.msg === 'planned')).toMatchObject({ change: 2, keep: 1 });
+
+    // --noop: what it read and what it would do; no store write, no plan step by step (the preview is the output).
+    writeFileSync(join(root, 'srv/app/a.conf'), 'edited again\n');
+    const noop = await runProgram('node', [MESH_HOST, 'apply', '--bundle', bundle, '--root', root, '--noop'], root, { MESH_LOG_LEVEL: 'debug' });
+    expect(noop.code, noop.stderr).toBe(4); // something would change
+    expect(debugLines(noop.stderr)).toEqual([
+      expect.objectContaining({ msg: 'observed', resources: 3, unreadable: 0 }),
+      expect.objectContaining({ msg: 'previewed', lines: 1, inSync: 2, problems: 0 }),
+    ]);
+    expect(noop.stderr).not.toContain('hunter2');
+    writeFileSync(join(root, 'srv/app/a.conf'), 'a\n');
 
     // The default level (info) and warn: no debug line.
     writeFileSync(join(root, 'srv/app/a.conf'), 'again\n');
@@ -83,11 +95,12 @@ describe('mesh-host at log level debug', () => {
       const r = await runProgram('node', [MESH_HOST, 'run', '--once', '--root', root], root, { MESH_LOG_LEVEL: 'debug' });
       expect(r.code, r.stderr).toBe(0);
       const said = debugLines(r.stderr);
-      expect(said.map((l) => l.msg)).toEqual(['main polled and fetched', 'declaration loaded', 'observed', 'planned', 'to change', 'declaration applied', 'report']);
+      expect(said.map((l) => l.msg)).toEqual(['main polled and fetched', 'declaration loaded', 'observed', 'planned', 'to change', 'declaration applied', 'store written', 'store written', 'store written', 'report']);
       expect(said[0]).toMatchObject({ branch: 'main', commit: tip, fetched: true });
       expect(said[1]).toMatchObject({ commit: tip, resources: 1 });
       expect(said[4]).toMatchObject({ id: 'file:/etc/motd', action: 'create' });
-      expect(said[6]).toMatchObject({ delivery: 'pushed', sequence: 2 });
+      expect(said.slice(6, 9).map((l) => l.why)).toEqual(['pass', 'report made', 'report sent']);
+      expect(said[9]).toMatchObject({ delivery: 'pushed', sequence: 2 });
       const again = await runProgram('node', [MESH_HOST, 'run', '--once', '--root', root], root, { MESH_LOG_LEVEL: 'debug' });
       expect(debugLines(again.stderr)[0]).toMatchObject({ msg: 'main polled: not moved', commit: tip, fetched: false });
     } finally {

@@ -61,6 +61,8 @@ describe('the host upgrades itself through its own declaration', () => {
     throw new Error(`no report ${what} within 60 s; the host said:\n${supervisor.output.slice(-40).join('\n')}`);
   };
   const hostLine = (r: Report) => r.resources.find((l) => l.id === 'package:mesh-host');
+  /** The host's debug lines about the self-test of a new version of its own package. */
+  const selfTested = () => supervisor.output.map((l) => l.slice(l.indexOf(': ') + 2)).filter((l) => l.startsWith('{') && l.includes('"host package self-tested"')).map((l) => JSON.parse(l) as Record<string, unknown>);
   const mainEvents = () => supervisor.events.filter((e) => e.unit === MAIN).map((e) => `${e.event}${e.code !== undefined ? ` ${e.code}` : ''}${e.result ? ` ${e.result}` : ''}`);
 
   beforeAll(async () => {
@@ -81,7 +83,8 @@ describe('the host upgrades itself through its own declaration', () => {
     await git(fleet.checkout, 'push', '--quiet');
     const enrolled = await runProgram('node', [join(root, 'usr/lib/mesh-host/mesh-host.cjs'), 'enrol', '--token-file', token, '--root', root], root);
     expect(enrolled.code, enrolled.stderr).toBe(0);
-    writeFileSync(join(root, 'etc/mesh-host/environment'), 'MESH_HOST_OPTIONS="--interval 1s"\nMESH_HOST_PROBATION=10s\n');
+    // At log level debug, so that the self-test's own line can be looked for too.
+    writeFileSync(join(root, 'etc/mesh-host/environment'), 'MESH_HOST_OPTIONS="--interval 1s"\nMESH_HOST_PROBATION=10s\nMESH_LOG_LEVEL=debug\n');
     // The unit's own values, played 50 times faster: RestartSec 5s → 100 ms, the start limit's 10 min → 12 s.
     supervisor = new Supervisor(root, { timeScale: 0.02 });
     supervisor.start(MAIN);
@@ -127,6 +130,7 @@ describe('the host upgrades itself through its own declaration', () => {
     const handover = await reportWhere((r) => hostLine(r)?.result === 'updated', 'with the upgrade to B');
     expect(handover.hostVersion).toBe(V.A);
     expect(hostLine(handover)).toEqual({ id: 'package:mesh-host', result: 'updated', changes: [`version ${V.A} → ${V.B}`, `self-test of mesh-host ${V.B} passed: this host (${V.A}) exits after this pass's report and the supervisor starts ${V.B}`] });
+    expect(selfTested()).toContainEqual(expect.objectContaining({ package: 'mesh-host', installed: V.B, running: V.A, passed: true }));
     const fromB = await reportWhere((r) => r.hostVersion === V.B, `from ${V.B}`);
     expect(fromB).toMatchObject({ outcome: 'applied', resources: expect.arrayContaining([{ id: 'package:mesh-host', result: 'unchanged' }]) });
     expect(mainEvents()).toEqual(['start', 'exit 0', 'start']);
@@ -145,6 +149,7 @@ describe('the host upgrades itself through its own declaration', () => {
     const error = hostLine(failed)!.error!;
     expect(error).toMatch(new RegExp(`^the new host binary mesh-host ${V.C} failed its self-test, so it does not take over: this host \\(${V.B}\\) keeps running and ${V.B} was put back\n  \\$ node /usr/lib/mesh-host/mesh-host.cjs self-test --json  \\(exit 1\\)\n`));
     expect(error).toContain('SyntaxError');
+    expect(selfTested()).toContainEqual(expect.objectContaining({ installed: V.C, running: V.B, passed: false }));
     expect(dpkgVersion(root)).toBe(V.B);
     // Still the same process, and still reporting: a later commit is applied, and C is refused without installing it again.
     await declare(V.C, '  - type: file\n    path: /etc/motd\n    content: "still here\\n"\n');

@@ -24,7 +24,7 @@ import { Store } from '../store/core.js';
 export async function applyBundle(bundle: string, host: HostContext): Promise<ReportBody> {
   return withBundle(bundle, host, async ({ node, store, ctx, tree, opts, named }) => {
     const body = await applyDeclaration({ config: { node }, store, ctx }, withDeclarationCache(tree, join(hostPaths(host.root).stateDir, 'bundle-cache.json')), null, opts);
-    if (store.journaled()) store.save(); // fold this pass's records into the snapshot; a no-op pass writes nothing
+    if (store.journaled()) store.save('pass'); // fold this pass's records into the snapshot; a no-op pass writes nothing
     return { ...body, errors: body.errors.map(named) };
   });
 }
@@ -60,6 +60,7 @@ async function withBundle<T>(bundle: string, host: HostContext, work: (b: Bundle
   try {
     const ctx = passContext(host, config?.hostPackage ?? 'mesh-host');
     const store = await Store.openLoading(paths.store, host.load.storeChecks, ctx.faults);
+    if (ctx.debug) store.debug = ctx.debug;
     const asDir = nodeDir(node);
     const renamed = (text: string) => text.replaceAll(`${asDir}/`, `${bundleFile(bundle, asDir, asDir)}/`);
     const named = <P extends { file?: string; message: string }>(p: P): P => (p.file ? { ...p, file: bundleFile(bundle, asDir, p.file), message: renamed(p.message) } : p);

@@ -30,6 +30,8 @@ export { emptyStore, type StoreData };
 export class Store {
   private index = new Map<string, number>();
   private indexed: OwnedRecord[] | null = null;
+  /** Given (a pass at log level debug), each save says so: what for, how many records, the new epoch, how long it took. */
+  debug?: (fields: Record<string, unknown>, msg: string) => void;
 
   private constructor(
     readonly path: string,
@@ -69,12 +71,14 @@ export class Store {
     return Store.open(path, await loadChecks(), faults);
   }
 
-  /** Write the store durably, folding the journal into a new snapshot. */
-  save(): void {
+  /** Write the store durably, folding the journal into a new snapshot; `why` is what the debug line says it was for. */
+  save(why = 'records'): void {
     if (this.faults.due('before-save')) crashNow();
+    const started = this.debug && performance.now();
     this.epoch += 1;
     writeSnapshot(this.path, { ...this.data, owned: this.data.owned.map((r) => sealRecord(r, this.path)), epoch: this.epoch }, this.faults);
     this.journal.clear();
+    this.debug?.({ why, records: this.data.owned.length, epoch: this.epoch, ms: Math.round(performance.now() - started!) }, 'store written');
   }
 
   /** Whether the journal holds records not yet in the snapshot (a no-op pass adds none, and need not save). */

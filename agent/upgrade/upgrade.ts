@@ -66,7 +66,9 @@ async function smokeTestHost(r: PackageResource, line: ResourceResult, before: O
   if (line.result !== 'created' && line.result !== 'updated') return line;
   const paths = hostPaths(ctx.root);
   const installed = (await queryInstalled(ctx, r.name))?.version ?? '?';
+  const started = ctx.debug && performance.now();
   const smoke = await selfTest(ctx, installed);
+  ctx.debug?.({ package: r.name, installed, running: HOST_VERSION, passed: smoke.ok, ms: Math.round(performance.now() - started!) }, 'host package self-tested');
   const at = ctx.now().toISOString();
   if (smoke.ok && installed === HOST_VERSION) return { ...line, changes: [...(line.changes ?? []), `self-test of ${r.name} ${installed} passed`] };
   if (smoke.ok) {
