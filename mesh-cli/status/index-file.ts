@@ -204,13 +204,14 @@ export function readNodesCache(file: string): NodesCache | null {
 
 /** Keep `cache` in nodes.json; a checkout that cannot be written to only loses the cache. */
 export function writeNodesCache(file: string, cache: NodesCache): void {
+  let tmp: string | undefined;
   try {
     mkdirSync(dirname(file), { recursive: true });
-    const tmp = tempBeside(file);
+    tmp = tempBeside(file);
     writeFileSync(tmp, JSON.stringify(cache));
     renameSync(tmp, file);
   } catch {
-    // made again next run
+    if (tmp) rmSync(tmp, { force: true }); // made again next run
   }
 }
 
