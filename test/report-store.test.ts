@@ -225,6 +225,30 @@ describe('reading report branches through the git binary over smart HTTP', () =>
     }
   });
 
+  it('runs git without credential helpers where the URL has a wrong password, so that they keep the credential they hold', async () => {
+    const dir = mkdtempSync(join(fleet.dir, 'keep-git-'));
+    text(dir, 'init', '-q');
+    text(dir, 'remote', 'add', 'origin', fleet.repoUrl.replace(fleet.operator, 'not-the-s3cret'));
+    text(dir, 'config', 'http.extraHeader', 'X-Test: 1'); // a request from the process would not be git's: status goes through git
+    process.env.GIT_CONFIG_GLOBAL = join(dir, 'no-global-config'); // no helper of the machine's answers
+    try {
+      const store = join(dir, 'credentials');
+      const kept = `${fleet.repoUrl.replace(/\/fleet\.git$/, '')}\n`;
+      writeFileSync(store, kept);
+      text(dir, 'config', 'credential.helper', `store --file=${store}`);
+      const err = await (await openRemote(dir)).lsRefs(['refs/heads/main']).catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: 'E_AUTH', next: 'human' });
+      expect((err as Error).message).toContain(`remote 'origin' (${fleet.plainUrl})`);
+      expect((err as Error).message).not.toContain('not-the-s3cret');
+      expect(readFileSync(store, 'utf8')).toBe(kept);
+      // The helpers still answer where the URL has no password.
+      text(dir, 'remote', 'set-url', 'origin', fleet.plainUrl);
+      expect([...(await (await openRemote(dir)).lsRefs(['refs/heads/main'])).keys()]).toEqual(['refs/heads/main']);
+    } finally {
+      delete process.env.GIT_CONFIG_GLOBAL;
+    }
+  });
+
   it('says E_NO_REMOTE, a person\'s to fix, when the checkout has no origin', async () => {
     const dir = mkdtempSync(join(fleet.dir, 'no-origin-'));
     text(dir, 'init', '-q');

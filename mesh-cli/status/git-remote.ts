@@ -74,10 +74,14 @@ const MAX_PACKS = 40;
  * repository, `config` the checkout's config file, `format` its object format (sha1, sha256).
  */
 export async function openRemote(dir: string, paths: { store: string; config: string }, name = 'origin', store: Promise<string> = openStore(dir, paths)): Promise<Remote> {
-  // The remote's URL is asked for only to say where a failure was (one git process less a run); none: the checkout has no such remote.
+  // The remote's URL as git reaches it (url.*.insteadOf applied), asked for only when git is run
+  // for the remote or a failure must say where (one git process less a run on the direct path);
+  // '': the checkout has no such remote.
+  let urlOfRemote: Promise<string> | null = null;
+  const remoteUrl = () => (urlOfRemote ??= /[:/]/.test(name) ? Promise.resolve(name) : gitBytes(dir, ['remote', 'get-url', name]).then((b) => b.toString('utf8').trim(), () => ''));
   const where = async (): Promise<Where> => {
     if (/[:/]/.test(name)) return { text: withoutCredential(name) };
-    const url = await gitBytes(dir, ['remote', 'get-url', name]).then((b) => b.toString('utf8').trim(), () => '');
+    const url = await remoteUrl();
     return url ? { text: `remote '${name}' (${withoutCredential(url)})` } : { text: `remote '${name}'`, missing: name };
   };
   /** The server refused the credential written in the remote's URL (http-direct.ts: said without git). */
@@ -92,9 +96,17 @@ export async function openRemote(dir: string, paths: { store: string; config: st
   const readReports = (commits: string[]) => readReportObjects(commits, read);
   const http = direct(dir, name);
   const byId = reportPackFetch(http, repo);
-  /** git in `gitDir` (the checkout's own when null), its failure said as a MeshError. */
-  const remoteGit = (gitDir: string | null, args: string[], input?: string) =>
-    gitBytes(dir, [...(gitDir ? [`--git-dir=${gitDir}`] : []), '-c', 'gc.auto=0', '-c', 'maintenance.auto=false', ...args], input).catch(async (e: unknown) => { throw remoteError(e, await where()); });
+  /**
+   * git in `gitDir` (the checkout's own when null), its failure said as a MeshError. Where the
+   * remote's URL carries a password, git is run without credential helpers: it tries that
+   * password, and on a refusal it would have the helpers forget the credential they keep for
+   * that user and host, which was never tried (as status says a refusal without git where it
+   * asks directly: http-direct.ts).
+   */
+  const remoteGit = async (gitDir: string | null, args: string[], input?: string) => {
+    const helpers = passwordIn(await remoteUrl()) ? ['-c', 'credential.helper='] : [];
+    return gitBytes(dir, [...(gitDir ? [`--git-dir=${gitDir}`] : []), '-c', 'gc.auto=0', '-c', 'maintenance.auto=false', ...helpers, ...args], input).catch(async (e: unknown) => { throw remoteError(e, await where()); });
+  };
 
   /** `deepen` commits from each of `wants`, one level of parents per read (most reads are of one level). */
   const readDeep = async (wants: string[], deepen: number) => {
@@ -237,6 +249,15 @@ function prepareStore(repo: string, config: string): void {
   mkdirSync(join(repo, 'refs'));
   writeFileSync(join(repo, 'HEAD'), 'ref: refs/heads/main\n');
   writeFileSync(join(repo, 'config'), config);
+}
+
+/** Whether `url` has a password written in it. */
+function passwordIn(url: string): boolean {
+  try {
+    return new URL(url).password !== '';
+  } catch {
+    return false; // not a URL git reaches over HTTP (a path, scp-like ssh): no password in it
+  }
 }
 
 function withoutCredential(url: string): string {
