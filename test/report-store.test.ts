@@ -203,10 +203,13 @@ describe('reading report branches through the git binary over smart HTTP', () =>
     expect((err as Error).message).not.toContain('not-the-s3cret');
   });
 
-  it('refuses a wrong password in the URL without git, so that a credential helper keeps the credential it holds', async () => {
+  // Asked directly, a refusal is said without git; through git (here because of an extra header, as behind a proxy), git runs
+  // without credential helpers: either way, the helper keeps the credential it holds, which was never tried.
+  it.each([['directly', false], ['through git', true]])('refuses a wrong password in the URL %s, so that a credential helper keeps the credential it holds', async (_, throughGit) => {
     const dir = mkdtempSync(join(fleet.dir, 'keep-'));
     text(dir, 'init', '-q');
     text(dir, 'remote', 'add', 'origin', fleet.repoUrl.replace(fleet.operator, 'not-the-s3cret'));
+    if (throughGit) text(dir, 'config', 'http.extraHeader', 'X-Test: 1');
     process.env.GIT_CONFIG_GLOBAL = join(dir, 'no-global-config'); // no helper of the machine's answers
     try {
       const store = join(dir, 'credentials');
@@ -220,28 +223,7 @@ describe('reading report branches through the git binary over smart HTTP', () =>
         expect((err as Error).message).not.toContain('not-the-s3cret');
         expect(readFileSync(store, 'utf8')).toBe(kept);
       }
-    } finally {
-      delete process.env.GIT_CONFIG_GLOBAL;
-    }
-  });
-
-  it('runs git without credential helpers where the URL has a wrong password, so that they keep the credential they hold', async () => {
-    const dir = mkdtempSync(join(fleet.dir, 'keep-git-'));
-    text(dir, 'init', '-q');
-    text(dir, 'remote', 'add', 'origin', fleet.repoUrl.replace(fleet.operator, 'not-the-s3cret'));
-    text(dir, 'config', 'http.extraHeader', 'X-Test: 1'); // a request from the process would not be git's: status goes through git
-    process.env.GIT_CONFIG_GLOBAL = join(dir, 'no-global-config'); // no helper of the machine's answers
-    try {
-      const store = join(dir, 'credentials');
-      const kept = `${fleet.repoUrl.replace(/\/fleet\.git$/, '')}\n`;
-      writeFileSync(store, kept);
-      text(dir, 'config', 'credential.helper', `store --file=${store}`);
-      const err = await (await openRemote(dir)).lsRefs(['refs/heads/main']).catch((e: unknown) => e);
-      expect(err).toMatchObject({ code: 'E_AUTH', next: 'human' });
-      expect((err as Error).message).toContain(`remote 'origin' (${fleet.plainUrl})`);
-      expect((err as Error).message).not.toContain('not-the-s3cret');
-      expect(readFileSync(store, 'utf8')).toBe(kept);
-      // The helpers still answer where the URL has no password.
+      // The helper still answers where the URL has no password.
       text(dir, 'remote', 'set-url', 'origin', fleet.plainUrl);
       expect([...(await (await openRemote(dir)).lsRefs(['refs/heads/main'])).keys()]).toEqual(['refs/heads/main']);
     } finally {
