@@ -7,7 +7,7 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { MeshError } from '../core/errors.js';
@@ -153,6 +153,17 @@ describe('reading report branches through the git binary over smart HTTP', () =>
     expect(readdirSync(join(fleet.checkout, '.git', 'mesh')).filter((f) => f.startsWith('fetch-'))).toEqual([]);
     const again = await (await openRemote(fleet.checkout)).readObjects({ wants: tips(), deepen: 1 });
     expect(plain(again)).toEqual(plain(got));
+  });
+
+  it('a run at work keeps what it fetched when another run in the same checkout empties the store', async () => {
+    const first = await openRemote(fleet.checkout);
+    await first.fetchTips({ wants: tips(), deepen: 1 }); // fetched, not read yet
+    const store = realpathSync(join(fleet.checkout, '.git', 'mesh', 'reports.git'));
+    for (let i = 0; i < 41; i++) writeFileSync(join(store, 'objects', 'pack', `pack-full-${i}.pack`), ''); // over the limit: the next run empties it
+    const second = await openRemote(fleet.checkout);
+    expect(await second.readObjects({ wants: tips(), deepen: 1 })).toEqual(new Map()); // a new, empty store
+    const got = await first.readObjects({ wants: tips(), deepen: 1 });
+    expect([...got.keys()].sort()).toEqual(revList('--no-walk', ...tips()));
   });
 
   it('fetches whole histories, their files stored as deltas on the server', async () => {

@@ -12,15 +12,16 @@
  * into loose objects by the checkout's own gc. Each fetch runs in a throwaway git dir whose
  * `objects` is that store (so fetches in flight at once keep separate shallow files), with the
  * checkout's configuration included (origin, credentials, proxies). Nothing maintains the store
- * but this file: it is emptied when it holds too many packs (it is a cache; what is lost is only
- * the commits a later fetch could name as haves).
+ * but status: it is emptied when it holds too many packs (it is a cache; what is lost is only
+ * the commits a later fetch could name as haves), in generations, so that a run at work in the
+ * same checkout keeps what it fetched (status/store-repo.ts).
  *
  * A report file is read only when it is at most MAX_REPORT_FILE bytes (git.ts passes over a
  * larger blob as it streams by): a larger one is never held in memory, and is handed on as
  * a short text saying so (core/report/verify.ts oversizedText), which shows the report as invalid
  * with that reason. A node's branch on `mesh-cli serve` cannot hold one; another server might.
  */
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { MeshError, messageOf } from '../../core/errors.js';
 import { SIGNATURE_FILE, STATUS_FILE } from '../../core/report/branch.js';
@@ -31,6 +32,7 @@ import { catFileBatch, gitBytes, type BatchObject, type CatFileBatch } from '../
 import { MAX_REPORT_FILE } from '../server/hooks.js';
 import { advertisedHeads, direct } from './http-direct.js';
 import { reportPackFetch } from './report-pack.js';
+import { storeRepo } from './store-repo.js';
 
 /** A git object as status reads it. */
 export interface GitObject { type: 'commit' | 'tree' | 'blob' | 'tag'; data: Buffer }
@@ -66,14 +68,11 @@ export interface Owners {
   nodes?: string[];
 }
 
-/** Packs the store may hold before it is emptied at the start of a run. */
-const MAX_PACKS = 40;
-
 /**
  * The remote `name` of the checkout at `dir`; `store` is the folder for the fetched objects'
  * repository, `config` the checkout's config file, `format` its object format (sha1, sha256).
  */
-export async function openRemote(dir: string, paths: { store: string; config: string }, name = 'origin', store: Promise<string> = openStore(dir, paths)): Promise<Remote> {
+export async function openRemote(dir: string, paths: { store: string; config: string }, name = 'origin', store: Promise<Store> = openStore(dir, paths)): Promise<Remote> {
   // The remote's URL as git reaches it (url.*.insteadOf applied), asked for only when git is run
   // for the remote or a failure must say where (one git process less a run on the direct path);
   // '': the checkout has no such remote.
@@ -86,16 +85,14 @@ export async function openRemote(dir: string, paths: { store: string; config: st
   };
   /** The server refused the credential written in the remote's URL (http-direct.ts: said without git). */
   const refusedInUrl = async () => refused((await where()).text, 'HTTP 401 for the credential in its URL');
-  const repo = join(paths.store, 'reports.git');
-  const objects = join(repo, 'objects');
   let reader: CatFileBatch | null = null;
   const read = async (specs: string[]) => {
-    await store;
+    const { repo } = await store;
     return (reader ??= catFileBatch(dir, [`--git-dir=${repo}`], { maxBlob: MAX_REPORT_FILE })).read(specs);
   };
   const readReports = (commits: string[]) => readReportObjects(commits, read);
   const http = direct(dir, name);
-  const byId = reportPackFetch(http, repo);
+  const byId = reportPackFetch(http, store.then((s) => s.repo));
   /**
    * git in `gitDir` (the checkout's own when null), its failure said as a MeshError. Where the
    * remote's URL carries a password, git is run without credential helpers: it tries that
@@ -126,7 +123,7 @@ export async function openRemote(dir: string, paths: { store: string; config: st
    * `deepen`, the commits it brought (rev-list).
    */
   const fetchInto = async (wants: string[], had: string[], deepen: number | undefined): Promise<string[] | null> => {
-    const config = await store;
+    const { config, repo } = await store;
     // The tips one commit deep, from a mesh-cli serve in one request (report-pack.ts); git fetch for anything else.
     if (deepen === 1 && had.length === 0) {
       const got = await byId(wants);
@@ -138,7 +135,7 @@ export async function openRemote(dir: string, paths: { store: string; config: st
       mkdirSync(join(lane, 'refs'));
       writeFileSync(join(lane, 'HEAD'), 'ref: refs/heads/main\n');
       writeFileSync(join(lane, 'config'), config);
-      symlinkSync(objects, join(lane, 'objects'));
+      symlinkSync(join(repo, 'objects'), join(lane, 'objects'));
       if (had.length) writeFileSync(join(lane, 'shallow'), had.join('\n') + '\n');
       await remoteGit(lane, ['fetch', '--quiet', '--no-write-fetch-head', '--no-tags', '--no-auto-maintenance', '--no-write-commit-graph', '--no-recurse-submodules',
         ...(deepen === undefined ? [] : [`--depth=${deepen}`]), ...had.map((h) => `--negotiation-tip=${h}`), '--stdin', name], wants.join('\n') + '\n');
@@ -184,22 +181,26 @@ function lsRemoteHeads(out: Buffer): Map<string, string> {
   return refs;
 }
 
+/** The report store as one run uses it: its repository (the generation it took: store-repo.ts) and that repository's configuration. */
+export interface Store {
+  repo: string;
+  config: string;
+}
+
 /**
- * The report store of the checkout at `dir` (its config, once made or emptied), shared by every
- * Remote that fetches into it: made once the checkout's object format is known, so that listing
- * refs does not wait for it (`objectFormat`, when the caller knows it: openFleet asked git). `name`
- * in openRemote may then be a remote or a URL.
+ * The report store of the checkout at `dir` (made or emptied as needed), shared by every Remote
+ * that fetches into it: made once the checkout's object format is known, so that listing refs
+ * does not wait for it (`objectFormat`, when the caller knows it: openFleet asked git). `name` in
+ * openRemote may then be a remote or a URL.
  */
-export function openStore(dir: string, paths: { store: string; config: string }, objectFormat?: string): Promise<string> {
-  const repo = join(paths.store, 'reports.git');
+export function openStore(dir: string, paths: { store: string; config: string }, objectFormat?: string): Promise<Store> {
   const format = objectFormat ? Promise.resolve(objectFormat) : gitBytes(dir, ['rev-parse', '--show-object-format']).then((b) => b.toString('utf8').trim(), () => 'sha1');
-  const storeConfig = format.then((format) => {
+  const store = format.then((format) => {
     const config = `[include]\n\tpath = ${paths.config}\n[core]\n\trepositoryformatversion = 1\n\tbare = true\n[extensions]\n\tobjectFormat = ${format}\n`;
-    prepareStore(repo, config);
-    return config;
+    return { repo: storeRepo(paths.store, config), config };
   });
-  storeConfig.catch(() => undefined); // awaited by every read and fetch
-  return storeConfig;
+  store.catch(() => undefined); // awaited by every read and fetch
+  return store;
 }
 
 /**
@@ -232,23 +233,6 @@ async function readReportObjects(commits: string[], read: (specs: string[]) => P
   }
   await got([...files.keys()], 'blob', files);
   return objects;
-}
-
-/** The store's repository, made when missing and emptied when it holds more than MAX_PACKS packs. */
-function prepareStore(repo: string, config: string): void {
-  let packs = Infinity;
-  try {
-    packs = readdirSync(join(repo, 'objects', 'pack')).filter((f) => f.endsWith('.pack')).length;
-  } catch {
-    // not made yet
-  }
-  if (packs <= MAX_PACKS) return writeFileSync(join(repo, 'config'), config);
-  rmSync(repo, { recursive: true, force: true });
-  mkdirSync(join(repo, 'objects', 'pack'), { recursive: true });
-  mkdirSync(join(repo, 'objects', 'info'));
-  mkdirSync(join(repo, 'refs'));
-  writeFileSync(join(repo, 'HEAD'), 'ref: refs/heads/main\n');
-  writeFileSync(join(repo, 'config'), config);
 }
 
 /** Whether `url` has a password written in it. */

@@ -20,10 +20,10 @@ import { request, type Direct } from './http-direct.js';
 export type ReportPackFetch = (wants: string[]) => Promise<boolean | 'refused'>;
 
 /**
- * A ReportPackFetch from `remote` into the bare repository `store`. After a server answers that
- * it has no such endpoint, or the way to it is not plain, it is not asked again.
+ * A ReportPackFetch from `remote` into the bare repository `store` names (once it is made). After
+ * a server answers that it has no such endpoint, or the way to it is not plain, it is not asked again.
  */
-export function reportPackFetch(remote: Direct, store: string): ReportPackFetch {
+export function reportPackFetch(remote: Direct, store: Promise<string>): ReportPackFetch {
   let absent = false;
   return async (wants) => {
     const to = absent ? null : await remote.target();
@@ -36,7 +36,7 @@ export function reportPackFetch(remote: Direct, store: string): ReportPackFetch 
       if (answer.statusCode === 404 || answer.statusCode === 405) absent = true; // not a mesh-cli serve
       return false;
     }
-    return indexPack(store, answer);
+    return indexPack(await store, answer);
   };
 }
 
