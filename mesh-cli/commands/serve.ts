@@ -15,7 +15,7 @@ import { pino } from 'pino';
 import { MeshError, messageOf } from '../../core/errors.js';
 import { certificatePin } from '../../core/tls-pin.js';
 import { checkedDir } from '../server/dirs.js';
-import { startGitServer, type Authorizer } from '../server/git-http.js';
+import { GIT_PROCESSES, GIT_QUEUE, startGitServer, type Authorizer } from '../server/git-http.js';
 import { hooksDir, installHooks } from '../server/hooks.js';
 import { removeStaleLocks } from '../server/stale-locks.js';
 import { meshAuthorizer } from '../server/mesh-auth.js';
@@ -31,6 +31,8 @@ interface ServeOptions {
   tlsCert?: string;
   tlsKey?: string;
   packCache: boolean;
+  gitProcesses: string;
+  gitQueue: string;
 }
 
 /** Register `serve`: the embedded git server (and package repository) on a commander program. */
@@ -46,6 +48,8 @@ export function serveCommand(program: Command): Command {
     .option('--tls-cert <file>', 'serve https with this certificate (PEM); tokens for the https URL pin it (needs --tls-key)')
     .option('--tls-key <file>', 'the private key (PEM) of --tls-cert')
     .option('--no-pack-cache', "make every fetch's pack anew (the default keeps one per request in DATA/.mesh-pack-cache: hosts fetching one change share it)")
+    .option('--git-processes <n>', "git processes run at once for nodes' requests (an operator's never waits)", String(GIT_PROCESSES))
+    .option('--git-queue <n>', 'nodes\' requests that may wait for a git process; beyond them a node is answered 429 with Retry-After and comes back then', String(GIT_QUEUE))
     .action(async (opts: ServeOptions) => {
       await serve(opts);
     });
@@ -56,6 +60,8 @@ async function serve(opts: ServeOptions): Promise<void> {
     throw new MeshError('E_SERVE_DATA', 'serve needs --data DIR: the folder that holds the bare repositories (e.g. --data /var/lib/mesh/git)');
   }
   const port = parsePort(opts.port);
+  const gitProcesses = parseCount('--git-processes', opts.gitProcesses, 1);
+  const gitQueue = parseCount('--git-queue', opts.gitQueue, 0);
   const tls = readTls(opts);
   // Requests go to stderr, one JSON line each; stdout carries only the "listening on" line.
   const logger = pino({ base: null }, pino.destination({ dest: 2, sync: true }));
@@ -73,6 +79,8 @@ async function serve(opts: ServeOptions): Promise<void> {
       port,
       ...(opts.packages === undefined ? {} : { packages: opts.packages }),
       packCache: opts.packCache,
+      gitProcesses,
+      gitQueue,
       ...(access.authorize ? { authorize: access.authorize } : {}),
       ...(tls ? { tls: { cert: tls.cert, key: tls.key } } : {}),
       log: (msg, fields) => logger.info(fields ?? {}, msg),
@@ -139,4 +147,11 @@ function parsePort(text: string): number {
     throw new MeshError('E_SERVE_PORT', `--port ${text} is not a TCP port: pass a number from 1 to 65535, or 0 for a free port`);
   }
   return port;
+}
+
+/** A whole number of at least `least` given to `flag`. */
+function parseCount(flag: string, text: string, least: number): number {
+  const n = /^\d{1,6}$/.test(text) ? Number(text) : NaN;
+  if (!(n >= least)) throw new MeshError('E_SERVE_LIMIT', `${flag} ${text} is not a count: pass a whole number of at least ${least}`);
+  return n;
 }

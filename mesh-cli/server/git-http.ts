@@ -2,12 +2,14 @@ import { access, constants, stat } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { MeshError, messageOf } from '../../core/errors.js';
 import { allowAll, parseBasicAuth, type Authorizer } from './auth.js';
 import { cgiEnv, killGroup, runCgi, type CgiRun } from './backend.js';
 import { checkedDir } from './dirs.js';
+import { gitSlots, type Release } from './git-slots.js';
 import { MAX_ANSWER, MAX_FETCH_BODY, openFetchCache } from './fetch-cache.js';
 import { answerMainPoll, MAX_POLL_BODY } from './ls-refs.js';
 import { openPackCache } from './pack-cache.js';
@@ -26,6 +28,8 @@ export type { Authorizer, AuthRequest, AuthResult, Service } from './auth.js';
 export interface GitServer {
   url: string;
   port: number;
+  /** Git processes running for nodes' requests, and their requests waiting for one (git-slots.ts). */
+  gitLoad(): { running: number; waiting: number };
   close(): Promise<void>;
 }
 
@@ -43,7 +47,15 @@ export interface GitServerOptions {
   packCache?: boolean;
   /** Take a node's report push in-process when git would take it as it is (report-receive.ts); default true. */
   receive?: boolean;
+  /** Git processes run at once for nodes' requests, and their requests that may wait for one before the rest are answered 429 (git-slots.ts); defaults GIT_PROCESSES and GIT_QUEUE. */
+  gitProcesses?: number;
+  gitQueue?: number;
 }
+
+/** Git processes at once for nodes' requests by default: four a core (some only send a pack to a slow link), at least eight. */
+export const GIT_PROCESSES = Math.max(8, 4 * availableParallelism());
+/** Nodes' requests that may wait for a git process by default. */
+export const GIT_QUEUE = 256;
 
 /** Serve every bare repository DATA/NAME.git at /NAME.git over smart HTTP through the real `git http-backend`. */
 export async function startGitServer(opts: GitServerOptions): Promise<GitServer> {
@@ -57,6 +69,7 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
   const authorize = opts.authorize ?? allowAll;
   const log = opts.log ?? (() => {});
   const runs = new Set<CgiRun>();
+  const slots = gitSlots({ processes: opts.gitProcesses ?? GIT_PROCESSES, queue: opts.gitQueue ?? GIT_QUEUE });
   let closing: Promise<void> | undefined;
 
   const handle = async (req: IncomingMessage, res: ServerResponse, seen: Seen): Promise<void> => {
@@ -74,12 +87,29 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
     }
     seen.user = verdict.user;
     if (closing) return plain(res, 503, 'the server is shutting down'); // close() waits only for children it saw
+    /** A git process's slot for this request: none needed for an operator's; null when the queue is full (the request is then answered 429). */
+    const slot = async (): Promise<Release | null> => {
+      if (verdict.role === 'operator') return () => {};
+      const release = await slots.enter();
+      if (release === null) {
+        log('busy', { path: (req.url ?? '').split('?')[0], user: verdict.user, ...slots.load });
+        res.setHeader('Retry-After', String(slots.retryAfter()));
+        plain(res, 429, `mesh: the server runs as many git processes as it may and ${slots.load.waiting} requests wait for one: try again later`);
+      }
+      return release;
+    };
     if (r.kind === 'report-pack') {
       // Every node's reports: an operator's (or, on an --open server, anyone's), never a node's.
       if (verdict.role === 'node') return plain(res, 403, 'mesh: a node reads only main and its own report branch');
       const length = Number(req.headers['content-length']);
       if (!(length > 0 && length <= MAX_REPORT_PACK_BODY) || req.headers['content-encoding'] !== undefined) return plain(res, 413, `mesh: a request names at most ${MAX_REPORT_PACK_BODY} bytes of ids, uncompressed, with its length`);
-      return answerReportPack(join(data, r.repo), await readBody(req), res);
+      const release = await slot();
+      if (!release) return;
+      try {
+        return await answerReportPack(join(data, r.repo), await readBody(req), res);
+      } finally {
+        release();
+      }
     }
     // A host's poll of main is answered here, without starting git (ls-refs.ts); anything else goes to git.
     let body: NodeJS.ReadableStream = req;
@@ -132,11 +162,20 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
       }
       body = push.body;
     }
+    const release = await slot();
+    if (!release) return keep?.settle(null);
+    if (res.destroyed) {
+      keep?.settle(null);
+      return release(); // the client went away while it waited
+    }
     const env = cgiEnv({ projectRoot: data, ...r, user: verdict.user, ...(verdict.role ? { role: verdict.role } : {}), gitConfig: [...packCache.config, ...(verdict.gitConfig ?? [])] }, req);
     const run = runCgi(backend, env, body, res, (message) => log('git http-backend failed', { path: r.pathInfo, message }),
       (message) => log('push refused', { path: r.pathInfo, user: verdict.user, message }), keep);
     runs.add(run);
-    void run.done.then(() => runs.delete(run));
+    void run.done.then(() => {
+      runs.delete(run);
+      release();
+    });
   };
 
   // Keep-alive outlasts the hosts' 60 s agents; a push of a large pack may take long on a slow link.
@@ -174,7 +213,7 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
     packCache.close();
     await receiver?.close();
   };
-  return { url: `${opts.tls ? 'https' : 'http'}://${host}:${port}/`, port, close: () => (closing ??= close()) };
+  return { url: `${opts.tls ? 'https' : 'http'}://${host}:${port}/`, port, gitLoad: () => slots.load, close: () => (closing ??= close()) };
 }
 
 /** What the request log says of a request beyond its method, path and status. */
