@@ -7,7 +7,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { MeshError } from '../core/errors.js';
 
-/** What git says when it cannot reach a remote at all (HTTP, DNS, ssh): a passing fault, tried again later; any other failure is a person's to fix. */
+/** What git says when it cannot reach a remote at all (HTTP, DNS, ssh) or the remote is busy (HTTP 429, 502–504): a passing fault, tried again later; any other failure is a person's to fix. */
 const UNREACHABLE = /Failed to connect to|Couldn't connect to server|Could not resolve host|Connection refused|Connection timed out|Connection reset|Operation timed out|returned error: (?:429|50[234])/;
 
 /** Run `git args…` in `dir` with `input` on its stdin (and `env` added to the environment) and return its stdout as bytes; a MeshError with git's stderr when it exits non-zero. */

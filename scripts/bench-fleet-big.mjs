@@ -83,9 +83,10 @@ export async function bigFleet(sim, { n, work, bare, server, open, statusRun, sh
     // Kept for runs by hand (MESH_BENCH_KEEP): the checkout's index before the last round with every
     // report changed, and the server's report tips after it, so that run can be repeated (A/B).
     const last = process.env.MESH_BENCH_KEEP && round === 1 + EVERY_CHANGED;
-    if (last) cpSync(join(checkout, '.git', 'mesh'), join(work, 'ab', 'mesh'), { recursive: true });
+    if (last) cpSync(join(checkout, '.git', 'mesh'), join(work, 'ab', 'mesh'), { recursive: true, verbatimSymlinks: true });
     out.setup[`reports${round}`] = await reportRound(round);
-    if (last) writeFileSync(join(work, 'ab', 'tips'), git(bare, ['for-each-ref', '--format=update %(refname) %(objectname)', 'refs/heads/reports/']));
+    // (each line ends with a newline: `git update-ref --stdin` refuses the whole file when the last does not)
+    if (last) writeFileSync(join(work, 'ab', 'tips'), git(bare, ['for-each-ref', '--format=update %(refname) %(objectname)', 'refs/heads/reports/']) + '\n');
     progress(`mesh-cli status: every report changed since the last run (${round - 1} of ${EVERY_CHANGED})`);
     out.statusEvery.push(await statusRun(checkout, n));
   }
@@ -99,6 +100,13 @@ export async function bigFleet(sim, { n, work, bare, server, open, statusRun, sh
   progress(`${SAMPLE} sample hosts on mesh-cli serve, then ${SAMPLE} more on mesh-cli serve --open`);
   out.hidden = await sample(sim, { work: join(work, 'hidden'), server, bare, keys: keys.slice(0, SAMPLE), tune: true });
   out.plain = await sample(sim, { work: join(work, 'plain'), server: open, bare, keys: keys.slice(SAMPLE, 2 * SAMPLE) });
+  if (process.env.MESH_BENCH_KEEP) {
+    // The sample hosts changed main: the kept index gets the node list of main as it is now, so that
+    // a run by hand does not find every node.yaml again (which the bench's own runs did not). Its
+    // exit is not asked for (the sample hosts' reports may fail it): the index is written either way.
+    await statusRun(checkout, n).catch(() => undefined);
+    for (const file of ['nodes.json', 'identities.json']) cpSync(join(checkout, '.git', 'mesh', file), join(work, 'ab', 'mesh', file));
+  }
   return out;
 }
 
