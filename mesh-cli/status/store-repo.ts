@@ -11,6 +11,7 @@
  */
 import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
+import { tempBeside } from './temp-file.js';
 
 /** Packs the store may hold before it is emptied at the start of a run. */
 export const MAX_PACKS = 40;
@@ -19,8 +20,6 @@ export const RETIRED_FOR = 10 * 60_000;
 
 const LINK = 'reports.git';
 const GENERATION = /^reports\.git-[A-Za-z0-9]+$/;
-/** A link made to be renamed over LINK, left by a run that stopped in between. */
-const NEXT_LINK = /^reports\.git\.\d+\.link$/;
 /** The file that marks a generation retired; its modification time says since when. */
 const RETIRED = 'mesh-retired';
 
@@ -44,8 +43,7 @@ export function storeRepo(folder: string, config: string, now = Date.now()): str
     writeFileSync(join(fresh, 'HEAD'), 'ref: refs/heads/main\n');
     writeFileSync(join(fresh, 'config'), config);
     if (used === LINK) renameSync(link, mkdtempSync(join(folder, `${LINK}-`))); // an earlier version's folder: a generation from now on (retired below)
-    const next = `${link}.${process.pid}.link`;
-    rmSync(next, { force: true });
+    const next = tempBeside(link);
     symlinkSync(basename(fresh), next);
     renameSync(next, link); // the one step that moves every later run to the new generation
     repo = fresh;
@@ -84,7 +82,7 @@ function writeConfig(repo: string, config: string): void {
   } catch {
     // missing: written below
   }
-  const tmp = `${file}.${process.pid}.tmp`;
+  const tmp = tempBeside(file);
   writeFileSync(tmp, config);
   renameSync(tmp, file);
 }
@@ -96,11 +94,6 @@ function writeConfig(repo: string, config: string): void {
 function sweep(folder: string, mine: string, now: number): void {
   const current = inUse(folder);
   for (const name of readdirSync(folder)) {
-    if (NEXT_LINK.test(name)) {
-      const made = lstatSync(join(folder, name), { throwIfNoEntry: false })?.mtimeMs;
-      if (made !== undefined && now - made >= RETIRED_FOR) rmSync(join(folder, name), { force: true });
-      continue;
-    }
     if (!GENERATION.test(name) || name === mine || name === current) continue;
     const dir = join(folder, name);
     const mark = join(dir, RETIRED);

@@ -6,7 +6,7 @@
  * A run killed mid-write leaves its temporary file behind; the next write of that file removes
  * those older than STALE_MS (a live write takes seconds), and the `.tmp` of earlier versions.
  */
-import { readdirSync, rmSync, statSync } from 'node:fs';
+import { lstatSync, readdirSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 
 const STALE_MS = 10 * 60_000;
@@ -31,7 +31,7 @@ function sweep(file: string): void {
     const rest = name.startsWith(prefix) ? name.slice(prefix.length) : '';
     if (rest !== 'tmp' && !/^\d+-\d+\.tmp$/.test(rest)) continue;
     try {
-      if (Date.now() - statSync(join(dir, name)).mtimeMs > STALE_MS || rest === 'tmp') rmSync(join(dir, name), { force: true });
+      if (Date.now() - lstatSync(join(dir, name)).mtimeMs > STALE_MS || rest === 'tmp') rmSync(join(dir, name), { force: true });
     } catch {
       // gone already (another run's rename)
     }
