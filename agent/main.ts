@@ -67,11 +67,11 @@ const actions: Actions = {
       process.exitCode = printNoop(result, Boolean(o.json));
       return;
     }
-    const [{ run }, { printPass }, log, { parseProbation }] = await Promise.all([import('./commands/run.js'), import('./output.js'), logger(), import('./upgrade/upgrade.js')]);
+    const [{ run, onceExit }, { printPass }, log, { parseProbation }] = await Promise.all([import('./commands/run.js'), import('./output.js'), logger(), import('./upgrade/upgrade.js')]);
     const stop = new AbortController();
     for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => stop.abort());
     const last = await run(context(o.root, log), log, { once: Boolean(o.once), intervalMs: o.interval, heartbeatMs: o.heartbeat, onPass: (p) => printPass(p, Boolean(o.json)), probationMs: parseProbation(env.probation) }, stop.signal);
-    if (o.once && last && (['failed', 'untrusted', 'ineligible'].includes(last.report.outcome) || !last.sent || last.disconnected)) process.exitCode = EXIT.failed;
+    if (o.once && last) process.exitCode = onceExit(last);
   },
 
   async apply(o) {

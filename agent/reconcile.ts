@@ -43,7 +43,7 @@ import { withDeclarationCache } from './declaration-cache.js';
 import { loadDeclarationWith, type LoadOptions, type TreeReader } from '../core/declaration/declaration.js';
 import { findNode, NOT_DECLARATIONS } from '../core/fleet/layout.js';
 import { collectFacts } from './facts.js';
-import { MeshError, messageOf } from '../core/errors.js';
+import { MeshError, messageOf, type NextStep } from '../core/errors.js';
 import type { Host } from './host.js';
 import { buildReport, continueFromServer, recordReport, sameAsLast, sendReports, type ReportBody } from './report.js';
 import { credentialRefused, nothingApplied, sealed, trustStage } from './trust/gate.js';
@@ -60,6 +60,8 @@ export interface PassResult {
   sent: boolean;
   /** Why the fleet could not be reached, when it could not. */
   disconnected?: string;
+  /** With `disconnected`: what its cause calls for (its MeshError's `next`); none for an error nobody foresaw. */
+  next?: NextStep;
 }
 
 /** What this node is given: its own declaration, or the empty one (retired, ineligible) with the reasons. */
@@ -77,7 +79,7 @@ const EMPTY: TreeReader = { list: async () => null, read: async () => null, fold
 export async function reconcile(host: Host, opts: { heartbeatMs: number }): Promise<PassResult> {
   if (host.store.fresh) throw storeLost(host);
   await ensureIdentity(host.paths, host.ctx);
-  const { commit: tip, disconnected } = await contact(host);
+  const { commit: tip, disconnected, next } = await contact(host);
   const gate = await trustStage(host, tip);
   const commit = gate.commit;
   if (commit !== null && commit !== host.store.data.lastApplied?.commit) await followShard(host, commit);
@@ -95,13 +97,13 @@ export async function reconcile(host: Host, opts: { heartbeatMs: number }): Prom
   }
   host.store.save('pass');
   const started = host.ctx.debug && performance.now();
-  const result = await report(host, body, opts.heartbeatMs, disconnected);
+  const result = await report(host, body, opts.heartbeatMs, disconnected === undefined ? undefined : { disconnected, next });
   host.ctx.debug?.({ sequence: result.report.sequence, delivery: result.delivery, ms: Math.round(performance.now() - started!) }, 'report');
   return result;
 }
 
 /** Poll main and fetch it when it moved; unreachable, the last fetched commit. `record` (not under --noop) keeps the contact in the store. */
-export async function contact(host: Host, record = true): Promise<{ commit: string; disconnected?: string }> {
+export async function contact(host: Host, record = true): Promise<{ commit: string; disconnected?: string; next?: NextStep }> {
   const branch = host.config.mainBranch;
   const started = host.ctx.debug && performance.now();
   try {
@@ -126,7 +128,7 @@ export async function contact(host: Host, record = true): Promise<{ commit: stri
     const last = await host.repo.fetched(branch);
     if (!last) throw e;
     host.log.warn({ err: messageOf(e), commit: last }, 'fleet unreachable: reconciling the last fetched declaration');
-    return { commit: last, disconnected: messageOf(e) };
+    return { commit: last, disconnected: messageOf(e), next: e.next };
   }
 }
 
@@ -199,16 +201,20 @@ async function followShard(host: Host, commit: string): Promise<void> {
   host.repo.reportTo(url);
 }
 
-/** `continued`: this pass already continued from the server's report branch once (the push after that is not retried again). */
-async function report(host: Host, body: ReportBody, heartbeatMs: number, disconnected?: string, continued = false): Promise<PassResult> {
+/**
+ * Make this pass's report (when it says something new) and push it. `unreached`: the fleet could not be
+ * polled this pass, so nothing is pushed. `continued`: this pass already continued from the server's
+ * report branch once (the push after that is not retried again).
+ */
+async function report(host: Host, body: ReportBody, heartbeatMs: number, unreached?: Pick<PassResult, 'disconnected' | 'next'>, continued = false): Promise<PassResult> {
   const now = host.ctx.now();
   const report = buildReport(host.config, host.store, body, now, readIdentity(host.paths)?.recipient);
   const last = host.store.data.report;
   const heartbeatDue = !last.at || now.getTime() - Date.parse(last.at) >= heartbeatMs;
   const fresh = !sameAsLast(host.store, report) || heartbeatDue;
   if (fresh) await recordReport(host.repo, host.store, report, host.key);
-  if (host.store.data.report.pushed) return { report, delivery: 'unchanged', sent: true, ...(disconnected ? { disconnected } : {}) };
-  if (disconnected) return { report, delivery: 'kept', sent: false, disconnected };
+  if (host.store.data.report.pushed) return { report, delivery: 'unchanged', sent: true, ...unreached };
+  if (unreached) return { report, delivery: 'kept', sent: false, ...unreached };
   try {
     await sendReports(host.repo, host.store, host.config.node);
     return { report, delivery: 'pushed', sent: true };
@@ -220,7 +226,7 @@ async function report(host: Host, body: ReportBody, heartbeatMs: number, disconn
     }
     host.store.data.lastError = { at: now.toISOString(), message: messageOf(e) };
     host.store.save('report not sent');
-    return { report, delivery: 'kept', sent: false, disconnected: messageOf(e) };
+    return { report, delivery: 'kept', sent: false, disconnected: messageOf(e), ...(e instanceof MeshError ? { next: e.next } : {}) };
   }
 }
 

@@ -30,9 +30,14 @@ export interface Ending {
   message: string;
 }
 
+/** The code for a step a person or a script must take next (a MeshError's `next`). */
+export function exitOf(next: NextStep): number {
+  return BY_NEXT[next];
+}
+
 /** The exit code and stderr text for `e`, thrown out of `program` (`mesh-cli`, `mesh-host`). */
 export function ending(program: string, e: unknown): Ending {
-  if (e instanceof MeshError) return { code: BY_NEXT[e.next], message: `${program}: ${e.message}` };
+  if (e instanceof MeshError) return { code: exitOf(e.next), message: `${program}: ${e.message}` };
   if (isCommanderError(e)) return { code: e.exitCode === 0 ? EXIT.done : EXIT.human, message: '' };
   const stack = e instanceof Error && e.stack ? `\n${e.stack}` : '';
   return { code: EXIT.bug, message: `${program}: internal error (a bug; please report it): ${messageOf(e)}${stack}` };

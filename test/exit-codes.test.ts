@@ -12,6 +12,8 @@ import { CommanderError } from 'commander';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ending, EXIT } from '../core/exit.js';
 import { MeshError } from '../core/errors.js';
+import { onceExit } from '../agent/commands/run.js';
+import type { PassResult } from '../agent/reconcile.js';
 import { cli, git, hostCmd, newMachine, signingKey } from './helpers/fleet.js';
 import { tempDirs } from './helpers/tmp.js';
 
@@ -118,6 +120,22 @@ describe('the mapping from a thrown value to a message and an exit code', () => 
     expect(code).toBe(70);
     expect(message).toBe(`mesh-cli: internal error (a bug; please report it): Cannot read properties of undefined (reading 'x')\n${bug.stack}`);
     expect(ending('mesh-host', 'a string')).toEqual({ code: 70, message: 'mesh-host: internal error (a bug; please report it): a string' });
+  });
+
+  it("gives run --once's pass a code: 1 for what was checked and is not, else the cause's next step when the fleet was not reached, 0 when done", () => {
+    const report = (outcome: string) => ({ outcome }) as PassResult['report'];
+    const pass = (outcome: string, rest: Partial<PassResult> = {}): PassResult => ({ report: report(outcome), delivery: 'pushed', sent: true, ...rest });
+    expect(onceExit(pass('applied'))).toBe(0);
+    expect(onceExit(pass('applied', { delivery: 'unchanged' }))).toBe(0);
+    for (const outcome of ['failed', 'untrusted', 'ineligible']) {
+      expect(onceExit(pass(outcome))).toBe(1);
+      expect(onceExit(pass(outcome, { delivery: 'kept', sent: false, disconnected: 'down', next: 'retry' }))).toBe(1); // a failure outranks the server being down
+    }
+    expect(onceExit(pass('applied', { delivery: 'kept', sent: false, disconnected: 'cannot poll', next: 'retry' }))).toBe(3);
+    expect(onceExit(pass('applied', { delivery: 'unchanged', disconnected: 'busy (HTTP 429)', next: 'retry' }))).toBe(3); // nothing new to send, but main was not polled
+    expect(onceExit(pass('applied', { delivery: 'kept', sent: false, disconnected: 'no main', next: 'wait' }))).toBe(4);
+    expect(onceExit(pass('applied', { delivery: 'kept', sent: false, disconnected: 'refused', next: 'human' }))).toBe(2);
+    expect(onceExit(pass('applied', { delivery: 'kept', sent: false, disconnected: 'something nobody foresaw' }))).toBe(1);
   });
 
   it('keeps the table of DESIGN.md', () => {

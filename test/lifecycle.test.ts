@@ -420,7 +420,7 @@ describe('disconnected', () => {
 
       writeFileSync(join(root, 'etc/app.conf'), 'tampered\n');
       const down = await host(root, 'run', '--once');
-      expect(down.code).toBe(1);
+      expect(down.code).toBe(3); // DESIGN.md's table: the pass applied, the fleet is unreachable: try again later
       expect(down.body).toMatchObject({ outcome: 'applied', commit, delivery: 'kept', sent: false, disconnected: expect.stringMatching(/^cannot poll the fleet repo at /) });
       expect(readFileSync(join(root, 'etc/app.conf'), 'utf8')).toBe('v1\n');
       const state = (await host(root, 'state')).body;

@@ -7,6 +7,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { MeshError, messageOf } from '../../core/errors.js';
+import { EXIT, exitOf } from '../../core/exit.js';
 import { openHost, type Host } from '../host.js';
 import type { Logger } from '../log.js';
 import { reconcile, type PassResult } from '../reconcile.js';
@@ -21,6 +22,19 @@ export interface RunOptions {
   onPass: (result: PassResult) => void;
   /** How long a newly installed version may take to complete a pass (MESH_HOST_PROBATION, see upgrade/upgrade.ts). */
   probationMs: number;
+}
+
+/**
+ * How `run --once` exits after its pass (DESIGN.md's table): 1 when something checked is not as it
+ * should be (a failed, untrusted or ineligible pass); else, when the fleet could not be reached or
+ * the report not sent, by what the cause calls for (3 to try again later: unreachable, busy; 2 when
+ * a person must act), or 1 for a cause nobody foresaw; 0 when the pass applied and the server has
+ * its report.
+ */
+export function onceExit(pass: PassResult): number {
+  if (['failed', 'untrusted', 'ineligible'].includes(pass.report.outcome)) return EXIT.failed;
+  if (pass.sent && pass.disconnected === undefined) return EXIT.done;
+  return pass.next ? exitOf(pass.next) : EXIT.failed;
 }
 
 /** The longest the loop ever waits between passes because of errors. */
