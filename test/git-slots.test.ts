@@ -7,6 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { request, type IncomingMessage } from 'node:http';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { startGitServer, type Authorizer } from '../mesh-cli/server/git-http.js';
 import { gitSlots } from '../mesh-cli/server/git-slots.js';
@@ -107,5 +108,20 @@ describe('git processes for nodes, at most so many at once', () => {
     expect(order).toEqual(['c', 'd']);
     expect(slots.load).toEqual({ running: 0, waiting: 0 });
     expect(slots.retryAfter()).toBeGreaterThanOrEqual(1);
+  });
+
+  it("tells a burst's first refused requests to come back when the queue may have drained, not a flat guess of a second a run", async () => {
+    const slots = gitSlots({ processes: 1, queue: 40 });
+    const first = (await slots.enter())!;
+    const queued = Array.from({ length: 40 }, () => slots.enter());
+    expect(await slots.enter()).toBeNull();
+    // Nothing has finished yet: a short guess for a run (0.25 s) times the 41 runs ahead. It was 1 s a run: 41 s.
+    expect(slots.retryAfter()).toBeLessThanOrEqual(11);
+    // A run in flight for half a second says runs take at least that long.
+    await sleep(500);
+    expect(slots.retryAfter()).toBeGreaterThanOrEqual(21);
+    first();
+    for (const next of queued) (await next)!();
+    expect(slots.load).toEqual({ running: 0, waiting: 0 });
   });
 });

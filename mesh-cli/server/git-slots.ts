@@ -21,24 +21,44 @@ export interface GitSlots {
   readonly load: { running: number; waiting: number };
 }
 
+/** The guess for a git run's length before one has finished: a host's fetch of a step of main takes ~0.1 s here. */
+const FIRST_GUESS_S = 0.25;
+
 /** Slots for `processes` git processes at once, with at most `queue` requests waiting. */
 export function gitSlots({ processes, queue }: { processes: number; queue: number }): GitSlots {
   let running = 0;
   const waiting: Array<(release: Release) => void> = [];
-  /** Mean seconds of a git run, recent runs weighing most; 1 s until one is seen. */
-  let mean = 1;
+  /** Mean seconds of a git run, recent runs weighing most; null until one has finished. */
+  let mean: number | null = null;
+  /** When each running run started. */
+  const starts = new Set<{ at: number }>();
   const slot = (): Release => {
     running++;
-    const started = performance.now();
+    const start = { at: performance.now() };
+    starts.add(start);
     let released = false;
     return () => {
       if (released) return;
       released = true;
-      mean = 0.8 * mean + 0.2 * ((performance.now() - started) / 1000);
+      starts.delete(start);
+      const seconds = (performance.now() - start.at) / 1000;
+      mean = mean === null ? seconds : 0.8 * mean + 0.2 * seconds;
       running--;
       const next = waiting.shift();
       if (next) next(slot());
     };
+  };
+  /**
+   * A run's expected length. Before any has finished (a burst's first refusals), the oldest run in
+   * flight says how long runs take at least, and a short guess stands for the rest: a guess too short
+   * costs a refused host one more 429, answered in-process; one too long (it was 1 s) kept the first
+   * hosts refused in a burst away for up to 120 s after the queue had drained.
+   */
+  const expected = (): number => {
+    if (mean !== null) return mean;
+    let oldest = performance.now();
+    for (const start of starts) oldest = Math.min(oldest, start.at);
+    return Math.max(FIRST_GUESS_S, (performance.now() - oldest) / 1000);
   };
   return {
     enter() {
@@ -46,7 +66,7 @@ export function gitSlots({ processes, queue }: { processes: number; queue: numbe
       if (waiting.length >= queue) return Promise.resolve(null);
       return new Promise((resolve) => waiting.push(resolve));
     },
-    retryAfter: () => Math.min(120, Math.max(1, Math.ceil((mean * (waiting.length + processes)) / processes))),
+    retryAfter: () => Math.min(120, Math.max(1, Math.ceil((expected() * (waiting.length + processes)) / processes))),
     get load() {
       return { running, waiting: waiting.length };
     },
