@@ -1,4 +1,5 @@
 // The tables `npm run bench:fleet` prints: one row per measure, one column per fleet.
+import { burstRows } from './bench-fleet-burst.mjs';
 import { layoutRows } from './bench-fleet-layout.mjs';
 
 const kb = (b) => (b === undefined ? '-' : b < 10_240 ? `${(b / 1024).toFixed(2)} KB` : b < 10_485_760 ? `${(b / 1024).toFixed(0)} KB` : `${(b / 1048576).toFixed(1)} MB`);
@@ -58,6 +59,11 @@ export function printTable(r) {
   if (layout.length) {
     if (r.real || r.big) console.log('');
     print(layout);
+  }
+  const bursts = burstRows(r.burst);
+  if (bursts.length) {
+    if (r.real || r.big || layout.length) console.log('');
+    print(bursts);
   }
 }
 

@@ -4,10 +4,13 @@
 // phase 2 generates a 10,000-node fleet with reports made by our own code and measures the
 // poll, the push and `mesh-cli status` at that size; phase 3 measures report growth per node
 // per day; phase 4 compares what a host's changed poll downloads with the nodes in groups
-// against all in nodes/ (bench-fleet-layout.mjs). Prints a table and writes bench-results/fleet.json.
+// against all in nodes/ (bench-fleet-layout.mjs); phase 5 sends a burst of hosts that each need
+// git against the server's cap on git processes and against no cap (bench-fleet-burst.mjs). Prints
+// a table and writes bench-results/fleet.json.
 // Options: --nodes N (phase 1, 0 skips), --big N (phase 2, 0 skips; --shards K, default 4: status
 // again with the reports in K shard repositories, 0 skips), --layout N and --groups G
-// (phase 4, default 2,000 nodes in 40 groups, 0 skips); MESH_DIST (built CLIs), MESH_BENCH_DIR
+// (phase 4, default 2,000 nodes in 40 groups, 0 skips), --burst N (phase 5, default 300 hosts,
+// 0 skips); MESH_DIST (built CLIs), MESH_BENCH_DIR
 // (default /dev/shm), MESH_BENCH_KEEP=1 keeps the work folder.
 import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
@@ -19,6 +22,7 @@ import { cpuSeconds, git, load, measured, startServer } from './bench-fleet-lib.
 import { realFleet } from './bench-fleet-real.mjs';
 import { bigFleet } from './bench-fleet-big.mjs';
 import { growth } from './bench-fleet-growth.mjs';
+import { burst } from './bench-fleet-burst.mjs';
 import { layouts } from './bench-fleet-layout.mjs';
 import { printTable } from './bench-fleet-table.mjs';
 
@@ -30,6 +34,7 @@ const nodes = arg('--nodes', 1000);
 const big = arg('--big', 10_000);
 const layout = arg('--layout', 2000);
 const groups = arg('--groups', 40);
+const bursting = arg('--burst', 300);
 const shards = arg('--shards', 4);
 if (!existsSync(cli)) throw new Error(`${cli} is missing: build first (node scripts/build.mjs)`);
 
@@ -104,6 +109,7 @@ try {
     results.big = await bigFleet(sim, { n: big, work: join(work, 'big'), bare: served1.bare, server: served1.server, open: open.server, statusRun: (c, n) => statusRun(c, n, served1.server), shards });
   }
   if (layout > 0) results.layout = await layouts(sim, { n: layout, groups, work: join(work, 'layout'), served });
+  if (bursting > 0) results.burst = await burst({ n: bursting, served });
   results.totalS = (performance.now() - started) / 1000;
   printTable(results);
   mkdirSync(join(top, 'bench-results'), { recursive: true });
