@@ -91,6 +91,34 @@ describe('git processes for nodes, at most so many at once', () => {
     }
   }, 30_000);
 
+  it('drops a waiting request whose client hung up at once: its place in the queue goes to the next, and no git runs for it', async () => {
+    const data = tmp('mesh-git-slots-');
+    mkdirSync(data, { recursive: true });
+    execFileSync('git', ['init', '--quiet', '--bare', '--initial-branch=main', join(data, 'fleet.git')]);
+    const logged: string[] = [];
+    const server = await startGitServer({ data, port: 0, authorize: roles, gitProcesses: 1, gitQueue: 1, log: (msg, fields) => logged.push(`${msg} ${JSON.stringify(fields ?? {})}`) });
+    try {
+      const slow = slowFetch(server.url);
+      await until(() => server.gitLoad().running === 1);
+      const impatient = request(new URL('fleet.git/info/refs?service=git-upload-pack', server.url), { auth: 'node-b:x' }).on('error', () => {});
+      impatient.end();
+      await until(() => server.gitLoad().waiting === 1);
+      expect(server.gitLoad()).toEqual({ running: 1, waiting: 1 });
+      impatient.destroy();
+      await until(() => server.gitLoad().waiting === 0);
+      expect(server.gitLoad()).toEqual({ running: 1, waiting: 0 });
+      const next = get(server.url, 'fleet.git/info/refs?service=git-upload-pack', 'node-c'); // waits, where it was refused before
+      await until(() => server.gitLoad().waiting === 1);
+      slow.finish();
+      await slow.answer;
+      expect((await next).status).toBe(200);
+      expect(logged.filter((line) => line.startsWith('busy'))).toEqual([]);
+      expect(logged.filter((line) => line.includes('node-b') && line.includes('info/refs') && !line.includes('aborted'))).toEqual([]);
+    } finally {
+      await server.close();
+    }
+  }, 30_000);
+
   it('gives slots in the order asked, and a slot given back twice frees one', async () => {
     const slots = gitSlots({ processes: 2, queue: 2 });
     const a = (await slots.enter())!;
@@ -122,6 +150,24 @@ describe('git processes for nodes, at most so many at once', () => {
     expect(slots.retryAfter()).toBeGreaterThanOrEqual(21);
     first();
     for (const next of queued) (await next)!();
+    expect(slots.load).toEqual({ running: 0, waiting: 0 });
+  });
+
+  it('lets a waiting request whose client hung up leave the queue at once, so that its place is free for a live one', async () => {
+    const slots = gitSlots({ processes: 1, queue: 1 });
+    const first = (await slots.enter())!;
+    const gone = new AbortController();
+    const waiting = slots.enter(gone.signal);
+    expect(await slots.enter()).toBeNull(); // the queue is full
+    gone.abort();
+    const left = (await waiting)!;
+    expect(slots.load).toEqual({ running: 1, waiting: 0 });
+    left(); // frees nothing: it never had a slot
+    expect(slots.load).toEqual({ running: 1, waiting: 0 });
+    const live = slots.enter(new AbortController().signal);
+    expect(slots.load).toEqual({ running: 1, waiting: 1 });
+    first();
+    (await live)!();
     expect(slots.load).toEqual({ running: 0, waiting: 0 });
   });
 });

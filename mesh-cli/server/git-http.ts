@@ -90,7 +90,9 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
     /** A git process's slot for this request: none needed for an operator's; null when the queue is full (the request is then answered 429). */
     const slot = async (): Promise<Release | null> => {
       if (verdict.role === 'operator') return () => {};
-      const release = await slots.enter();
+      const gone = new AbortController();
+      res.once('close', () => gone.abort()); // the client hung up (or the answer is done, when this no longer matters)
+      const release = await slots.enter(gone.signal);
       if (release === null) {
         log('busy', { path: (req.url ?? '').split('?')[0], user: verdict.user, ...slots.load });
         res.setHeader('Retry-After', String(slots.retryAfter()));
@@ -105,6 +107,7 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
       if (!(length > 0 && length <= MAX_REPORT_PACK_BODY) || req.headers['content-encoding'] !== undefined) return plain(res, 413, `mesh: a request names at most ${MAX_REPORT_PACK_BODY} bytes of ids, uncompressed, with its length`);
       const release = await slot();
       if (!release) return;
+      if (res.destroyed) return release(); // the client went away while it waited
       try {
         return await answerReportPack(join(data, r.repo), await readBody(req), res);
       } finally {

@@ -13,8 +13,12 @@
 export type Release = () => void;
 
 export interface GitSlots {
-  /** A slot when one is free or frees up while waiting; null when the queue is full (answer 429). */
-  enter(): Promise<Release | null>;
+  /**
+   * A slot when one is free or frees up while waiting; null when the queue is full (answer 429).
+   * When `gone` aborts while the request waits (its client hung up), it leaves the queue at once and
+   * gets a release that frees nothing: it no longer holds a place that a live request could take.
+   */
+  enter(gone?: AbortSignal): Promise<Release | null>;
   /** Seconds to tell a refused request to wait: the queue's length in runs of the recent mean duration, 1–120. */
   retryAfter(): number;
   /** Git processes running and requests waiting (for tests and the log). */
@@ -61,10 +65,22 @@ export function gitSlots({ processes, queue }: { processes: number; queue: numbe
     return Math.max(FIRST_GUESS_S, (performance.now() - oldest) / 1000);
   };
   return {
-    enter() {
+    enter(gone) {
       if (running < processes) return Promise.resolve(slot());
       if (waiting.length >= queue) return Promise.resolve(null);
-      return new Promise((resolve) => waiting.push(resolve));
+      return new Promise((resolve) => {
+        const leave = () => {
+          const at = waiting.indexOf(granted);
+          if (at >= 0) waiting.splice(at, 1);
+          resolve(() => {});
+        };
+        const granted = (release: Release) => {
+          gone?.removeEventListener('abort', leave);
+          resolve(release);
+        };
+        waiting.push(granted);
+        gone?.addEventListener('abort', leave, { once: true });
+      });
     },
     retryAfter: () => Math.min(120, Math.max(1, Math.ceil((expected() * (waiting.length + processes)) / processes))),
     get load() {
