@@ -9,7 +9,7 @@
 // from /proc, how many git processes ran at once and their resident memory together.
 import { readdirSync, readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
-import { git, measured, progress } from './bench-fleet-lib.mjs';
+import { git, importData, measured, progress } from './bench-fleet-lib.mjs';
 
 /** The server's defaults on this machine (mesh-cli/server/git-http.ts). */
 const DEFAULT_CAP = { processes: Math.max(8, 4 * cpus().length), queue: 256 };
@@ -35,10 +35,9 @@ export async function burst({ n, served }) {
 
 /** `n` commits on main, each changing its own node's base.yaml (~5 KB), in one pack as a gc'd repository has them; their ids, oldest first. */
 function history(bare, n) {
-  const data = (text) => `data ${Buffer.byteLength(text)}\n${text}\n`;
   const stream = Array.from({ length: n }, (_, i) => {
     const text = Array.from({ length: 60 }, (_, k) => `# ${i}-${k} ${'x'.repeat(60)} ${(i * 7919 + k * 104729) % 1000003}`).join('\n') + '\n';
-    return `commit refs/heads/main\nmark :${i + 1}\ncommitter mesh-bench <bench@localhost> ${1_700_000_000 + i} +0000\n${data(`step ${i}`)}${i ? `from :${i}\n` : ''}M 100644 inline nodes/n-${i}/base.yaml\n${data(text)}`;
+    return `commit refs/heads/main\nmark :${i + 1}\ncommitter mesh-bench <bench@localhost> ${1_700_000_000 + i} +0000\n${importData(`step ${i}`)}${i ? `from :${i}\n` : ''}M 100644 inline nodes/n-${i}/base.yaml\n${importData(text)}`;
   });
   git(bare, ['fast-import', '--quiet'], stream.join(''));
   return git(bare, ['rev-list', '--reverse', 'main']).split('\n');

@@ -35,14 +35,15 @@ export async function load(top, entry, outfile) {
 
 /** Write one commit on refs/heads/main of the bare repo `bare` with `files` (path → text), on top of main when it exists. */
 export function commitFiles(bare, files, message, parent) {
-  const parts = [`commit refs/heads/main\ncommitter mesh-bench <bench@localhost> ${Math.floor(Date.now() / 1000)} +0000\n${data(message)}`];
+  const parts = [`commit refs/heads/main\ncommitter mesh-bench <bench@localhost> ${Math.floor(Date.now() / 1000)} +0000\n${importData(message)}`];
   if (parent) parts.push(`from ${parent}\n`);
-  for (const [path, text] of Object.entries(files)) parts.push(`M 100644 inline ${path}\n${data(text)}`);
+  for (const [path, text] of Object.entries(files)) parts.push(`M 100644 inline ${path}\n${importData(text)}`);
   git(bare, ['fast-import', '--quiet'], parts.join(''));
   return git(bare, ['rev-parse', 'refs/heads/main']);
 }
 
-function data(text) {
+/** `text` as a `data` block of a `git fast-import` stream. */
+export function importData(text) {
   return `data ${Buffer.byteLength(text)}\n${text}\n`;
 }
 
