@@ -89,11 +89,15 @@ export function readYaml(text: string, file: string, prepare?: Prepare): { ok: t
   return { ok: true, data, parsed };
 }
 
-/** The second half of loadYaml: `data` read by readYaml checked against `schema`, each problem placed in the file. */
-export function checkYaml<S extends z.ZodType>(data: unknown, parsed: Parsed, schema: S): Loaded<z.output<S>> {
+/**
+ * The second half of loadYaml: `data` read by readYaml checked against `schema`, each problem placed
+ * in the file; an issue `deferred` says is left to a later check (the data is then still not loaded).
+ */
+export function checkYaml<S extends z.ZodType>(data: unknown, parsed: Parsed, schema: S, deferred?: (issue: z.core.$ZodIssue) => boolean): Loaded<z.output<S>> {
   const result = schema.safeParse(data);
   if (result.success) return { ok: true, value: result.data };
-  const problems = result.error.issues.flatMap((issue) => problemsOf(issue, parsed.doc, parsed.lines, parsed.file));
+  const issues = deferred ? result.error.issues.filter((issue) => !deferred(issue)) : result.error.issues;
+  const problems = issues.flatMap((issue) => problemsOf(issue, parsed.doc, parsed.lines, parsed.file));
   return { ok: false, problems: problems.sort((a, b) => a.line - b.line || a.col - b.col) };
 }
 

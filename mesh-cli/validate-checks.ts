@@ -8,12 +8,13 @@
  * given resources while its last valid report says it is ineligible is caught here too.
  */
 import { loadDeclaration } from '../core/declaration/load.js';
+import { rendersFirst } from '../core/declaration/render-with.js';
 import { NODES, NOT_DECLARATIONS, placeOfDir, readLayout, type FleetLayout, type NodePlace } from '../core/fleet/layout.js';
 import { PLACEHOLDER_FACTS } from '../schema/facts.js';
 import type { Problem } from '../core/errors.js';
 import { RoleFile } from '../schema/declaration.js';
 import { MeshConfig, NODE_NAME, NodeIdentity } from '../schema/fleet.js';
-import { loadYaml, positionIn } from '../core/load.js';
+import { checkYaml, loadYaml, positionIn, readYaml } from '../core/load.js';
 import type { FleetTree } from './tree.js';
 import { nodeSecrets } from '../core/secrets/levels.js';
 import { cannotRead, type CurrentRecipients } from '../core/secrets/recipients.js';
@@ -41,7 +42,7 @@ export async function checkTree(tree: FleetTree, ineligible: Map<string, string>
   else problems.push(...problemsOf(loadYaml(meshYaml, 'mesh.yaml', MeshConfig)));
 
   const roles = await filesUnder(tree, 'roles');
-  for (const role of roles) problems.push(...problemsOf(loadYaml((await tree.read(role)) ?? '', role, RoleFile)));
+  for (const role of roles) problems.push(...roleProblems((await tree.read(role)) ?? '', role));
 
   const layout = await readLayout(tree);
   for (const p of layout.problems) problems.push({ ...p, file: await fileIn(tree, p.file) });
@@ -160,6 +161,22 @@ async function filesUnder(tree: FleetTree, dir: string): Promise<string[]> {
 function problemsOf(loaded: { ok: true } | { ok: false; problems: Problem[] }): Problem[] {
   return loaded.ok ? [] : loaded.problems;
 }
+
+/**
+ * A role's problems as a file on its own: its shape, and every value it holds as written. A value
+ * its parameters or variables render (`name: reload-{{ params.app }}`, `mode: "{{ params.mode }}"`)
+ * has its form checked where a node includes the role, rendered (checkTree renders every node and
+ * group); here it would be refused for its braces.
+ */
+function roleProblems(text: string, role: string): Problem[] {
+  const read = readYaml(text, role);
+  if (!read.ok) return read.problems;
+  const rendered = (issue: { code: string; path: PropertyKey[] }) => RENDERED_FORM.has(issue.code) && rendersFirst(read.data, issue.path);
+  return problemsOf(checkYaml(read.data, read.parsed, RoleFile, rendered));
+}
+
+/** The issues of a value's form (a pattern, a type, one of a set, a length), which its rendering decides. */
+const RENDERED_FORM = new Set(['invalid_format', 'invalid_type', 'invalid_value', 'too_big', 'too_small']);
 
 /** A role included by many nodes reports its problems once; sorted by file, line, column. */
 function dedupe(problems: Problem[]): Problem[] {

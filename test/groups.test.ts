@@ -252,6 +252,41 @@ describe('validate and plan read the layout', { timeout: 90_000 }, () => {
     }
   });
 
+  it('validate takes a role whose short fields its parameters render, and still names what is wrong in it as written', async () => {
+    const role = [
+      'params:', '  app: null', '  mode: "0640"', '  on: "true"', 'resources:',
+      '  - type: file', '    path: /etc/{{ params.app }}.conf', '    mode: "{{ params.mode }}"', '    owner: "{{ params.app }}-admin"', '    content: "x\\n"',
+      '  - type: command', '    name: reload-{{ params.app }}', '    run: ["true"]', '    onChange: ["file:/etc/{{ params.app }}.conf"]',
+      '  - type: service', '    name: "{{ params.app }}"', '    enabled: "{{ params.on }}"', '',
+    ].join('\n');
+    const files: Record<string, string> = {
+      'roles/app.yaml': role,
+      'nodes/db/app.yaml': 'include:\n  - role: roles/app.yaml\n    with: {app: shop}\n',
+    };
+    const write = (all: Record<string, string>) => {
+      for (const [path, text] of Object.entries(all)) writeFileSync(join(f.checkout, path), text);
+    };
+    try {
+      write(files);
+      const r = await cli(f.checkout, 'validate', '--no-fetch');
+      expect(r.stdout, r.stderr).toBe('');
+      expect(r).toMatchObject({ code: 0, stderr: expect.stringContaining('valid: 3 nodes, 2 roles, mesh.yaml\n') });
+      // What no rendering changes is still refused in the role itself: a literal mode, an unknown field, a literal name.
+      write({ 'roles/app.yaml': role.replace('mode: "{{ params.mode }}"', 'mode: 640').replace('    run: ["true"]', '    run: ["true"]\n    every: 5m').replace('name: "{{ params.app }}"', 'name: "shop app"') });
+      const bad = await cli(f.checkout, 'validate', '--no-fetch');
+      expect(bad.code).toBe(1);
+      expect(bad.stdout.split('\n')).toEqual([
+        'roles/app.yaml:8:11: resources.0.mode: mode must be a quoted string such as "0644" (YAML reads 0644 as a number)',
+        "roles/app.yaml:14:5: resources.1: unknown field 'every'",
+        'roles/app.yaml:17:11: resources.2.name: must be a systemd unit name such as nginx or nginx.service',
+        '',
+      ]);
+    } finally {
+      await git(f.checkout, 'checkout', '--quiet', '--', '.');
+      await git(f.checkout, 'clean', '--quiet', '-fd');
+    }
+  });
+
   it('plan: a group\'s vars.yaml touches the nodes at or below it that use the value', async () => {
     await f.commit({ 'nodes/web/vars.yaml': 'port: 8081\n' }, 'web: port 8081');
     // web-2 sets its own port: only web-1's rendered declaration changed.

@@ -288,6 +288,23 @@ function renderFields(data: unknown, parsed: Parsed, scope: TemplateScope, reads
   return { data: top, problems };
 }
 
+/**
+ * Whether the value at `path` of a declaration or role file, as read, is a template that rendering
+ * replaces before the schema sees it: a field of a resource (a body only with `template: true`), or
+ * a value an include passes in `with:`. A role checked on its own (`mesh-cli validate`) leaves such
+ * a value's form to the render that gives it its parameters, as each node that includes it does.
+ */
+export function rendersFirst(data: unknown, path: readonly PropertyKey[]): boolean {
+  const at = (value: unknown, keys: readonly PropertyKey[]): unknown =>
+    keys.reduce<unknown>((v, k) => (v !== null && typeof v === 'object' ? (v as Record<PropertyKey, unknown>)[k] : undefined), value);
+  const value = at(data, path);
+  if (typeof value !== 'string' || !isTemplate(value)) return false;
+  const [top, , field] = path;
+  if (top === 'include') return field === 'with';
+  if (top !== 'resources' || typeof field !== 'string' || field === 'type') return false;
+  return !BODIES.has(field) || (at(data, path.slice(0, 2)) as { template?: unknown }).template === true;
+}
+
 /** A warning when a literal body holds what reads like one of mesh's own template names. */
 function warnLiteral(body: unknown, parsed: Parsed, path: (string | number)[], warnings: Problem[]): void {
   if (Array.isArray(body)) return body.forEach((b, k) => warnLiteral(b, parsed, [...path, k], warnings));
