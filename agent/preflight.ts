@@ -101,7 +101,7 @@ function realPath(path: string, links: Map<string, string>): string {
   return p;
 }
 
-/** Steps in declared order, except that the users and groups a resource names and the files a service restarts on go first; removals stay last. */
+/** Steps in declared order, except that the users and groups a resource names, the directory a path is in and the files a service restarts on go first; removals stay last. */
 export function dependencyOrder(steps: Step[]): Step[] {
   const byId = new Map(steps.flatMap((s) => (s.action === 'remove' || absent(s.resource) ? [] : [[s.id, s] as const])));
   const placed = new Set<string>();

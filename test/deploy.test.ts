@@ -322,7 +322,7 @@ describe('deploy is a commit', () => {
     expect(normalise(history.stdout, commits).replace(/ 0\.\d+\.\d+\S* /g, ' <version> ')).toMatchInlineSnapshot(`
       "reports/web-3: last 4 reports, newest first
       #4  <time> (<age> ago)  reconcile  failed  at <later>  <version>  signature valid
-          file:/srv/missing/app.conf: the parent directory of /srv/missing/app.conf does not exist: declare it as a directory resource before this file
+          file:/srv/missing/app.conf: the parent directory of /srv/missing/app.conf does not exist: declare it as a directory resource
       #3  <time> (<age> ago)  reconcile  applied  at <merge>  <version>  signature valid
       #2  <time> (<age> ago)  reconcile  applied  at <base>  <version>  signature valid
       #1  <time> (<age> ago)  enrolment  enrolled  at <other commit>  <version>  signature valid

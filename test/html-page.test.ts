@@ -133,7 +133,7 @@ describe('the status page in a browser', () => {
           "cls": "problem failed",
           "colours": "#ffffff on #b71c1c",
           "contrast": 6.57,
-          "text": "web-2 <time>Z (<age> ago) <next> failed file:/srv/missing/app.conf: the parent directory of /srv/missing/app.conf does not exist: declare it as a directory resource before this file 0.1.0 valid",
+          "text": "web-2 <time>Z (<age> ago) <next> failed file:/srv/missing/app.conf: the parent directory of /srv/missing/app.conf does not exist: declare it as a directory resource 0.1.0 valid",
         },
         {
           "cls": "waiting applied",

@@ -496,7 +496,7 @@ describe('state', () => {
     try {
       const root = await fleet.enrol('sf-1');
       await fleet.commit({ 'nodes/sf-1/base.yaml': `resources:\n${file('/etc/motd', 'one')}${file('/srv/missing/app.conf', 'app')}` }, 'sf-1');
-      const error = 'the parent directory of /srv/missing/app.conf does not exist: declare it as a directory resource before this file';
+      const error = 'the parent directory of /srv/missing/app.conf does not exist: declare it as a directory resource';
       const failed = await host(root, 'run', '--once');
       expect(failed.code).toBe(1);
       expect(failed.body.resources).toEqual([

@@ -184,6 +184,20 @@ describe('directory', () => {
     expect(existsSync(join(root, 'srv/app'))).toBe(false);
     expect(lstatSync(join(root, 'srv/data')).mode & 0o7777).toBe(0o700);
   });
+
+  it('is made before what it holds wherever it is declared (like Puppet autorequire), and removed after it', async () => {
+    const root = machine();
+    const decl = '  - type: file\n    path: /srv/shop/conf/app.ini\n    content: "port = 80\\n"\n' + '  - type: symlink\n    path: /srv/shop/current\n    target: conf\n' + dir('/srv/shop/conf') + dir('/srv/shop', '    mode: "0750"\n');
+    const first = await apply(root, decl);
+    expect(first.code).toBe(0);
+    expect(first.body.resources.map((l) => `${l.id} ${l.result}`)).toEqual(['directory:/srv/shop created', 'directory:/srv/shop/conf created', 'file:/srv/shop/conf/app.ini created', 'symlink:/srv/shop/current created']);
+    expect(readFileSync(join(root, 'srv/shop/current/app.ini'), 'utf8')).toBe('port = 80\n');
+    expect((await apply(root, decl)).body.resources.every((l) => l.result === 'unchanged')).toBe(true);
+    const { code, body } = await apply(root, NOTHING);
+    expect(code).toBe(0);
+    expect(body.resources.map((l) => `${l.id} ${l.result}`)).toEqual(['symlink:/srv/shop/current removed', 'file:/srv/shop/conf/app.ini removed', 'directory:/srv/shop/conf removed', 'directory:/srv/shop removed']);
+    expect(existsSync(join(root, 'srv/shop'))).toBe(false);
+  });
 });
 
 describe('symlink', () => {

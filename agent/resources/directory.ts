@@ -21,7 +21,7 @@ export const directoryHandler = nodeHandler<DirectoryResource>('directory', {
       return;
     }
     if (now && now.kind !== 'directory') throw new MeshError('E_CONFLICT', `${r.path} is a ${now.kind}, not a directory: remove it or declare it as what it is`);
-    assertParent(ctx, r.path, 'this one');
+    assertParent(ctx, r.path);
     const mode = parseInt(normalMode(r.mode ?? now?.mode ?? '0755'), 8);
     if (!now) mkdirSync(real, { mode });
     chmodSync(real, mode);

@@ -27,7 +27,7 @@ export const fileHandler = nodeHandler<FileResource>('file', {
       return;
     }
     if (now && now.kind !== 'file') throw new MeshError('E_CONFLICT', `${r.path} is a ${now.kind}, not a file: remove it or declare it as what it is`);
-    assertParent(ctx, r.path, 'this file');
+    assertParent(ctx, r.path);
     const mode = parseInt(normalMode(r.mode ?? now?.mode ?? '0644'), 8);
     const content = r.content !== undefined ? Buffer.from(r.content) : now ? readFileSync(real) : Buffer.alloc(0);
     // Staged: written with its mode and owner to its temporary name, renamed into place when the

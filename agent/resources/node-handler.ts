@@ -1,12 +1,13 @@
 /**
  * What the three filesystem handlers (file, directory, symlink) share: reading the node at the
  * declared path, the differences of presence and kind that come before their own, the parent
- * folder that must exist before they write, and restoring what was there on removal.
+ * folder that must exist before they write (and is made first when it is declared), and restoring
+ * what was there on removal.
  */
 import type { DirectoryResource, FileResource, SymlinkResource } from '../../schema/declaration.js';
 import { MeshError } from '../../core/errors.js';
 import { underRoot } from '../paths.js';
-import type { Handler, ResourceContext } from './handler.js';
+import type { Handler, Need, ResourceContext } from './handler.js';
 import { ownershipDiff, readNode, restoreNode, type NodeState } from './node.js';
 
 type NodeResource = FileResource | DirectoryResource | SymlinkResource;
@@ -29,7 +30,7 @@ interface NodeParts<R extends NodeResource> {
 /** A handler for a filesystem node of kind `kind`, from the parts that are its own. */
 export function nodeHandler<R extends NodeResource>(kind: NodeState['kind'], parts: NodeParts<R>): Handler<R> {
   return {
-    ...(parts.needs ? { needs: parts.needs } : {}),
+    needs: (r) => [...parentNeeds(r.path), ...(parts.needs?.(r) ?? [])],
     ...(parts.staged ? { staged: true } : {}),
     async read(r, ctx) {
       return readNode(ctx, r.path, parts.withContent);
@@ -51,11 +52,21 @@ export function nodeHandler<R extends NodeResource>(kind: NodeState['kind'], par
   };
 }
 
-/** Refuse to write `path` when its parent folder is not a directory; `what` names it in the message ("this file"). */
-export function assertParent(ctx: ResourceContext, path: string, what: string): void {
+/**
+ * A path needs the directory it is in, when that is declared too: the pass makes it first wherever
+ * it is declared (preflight.ts dependencyOrder), as Puppet autorequires a file's parent. The
+ * directory's own parent is its need in turn.
+ */
+function parentNeeds(path: string): Need[] {
+  const parent = path.slice(0, path.lastIndexOf('/'));
+  return parent ? [{ id: `directory:${parent}`, field: 'path' }] : [];
+}
+
+/** Refuse to write `path` when its parent folder is not a directory. */
+export function assertParent(ctx: ResourceContext, path: string): void {
   const parent = readNode(ctx, path.slice(0, path.lastIndexOf('/')) || '/', false);
   if (parent?.kind !== 'directory') {
-    throw new MeshError('E_NO_PARENT', `the parent directory of ${path} does not exist: declare it as a directory resource before ${what}`);
+    throw new MeshError('E_NO_PARENT', `the parent directory of ${path} does not exist: declare it as a directory resource`);
   }
 }
 

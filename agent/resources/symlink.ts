@@ -29,7 +29,7 @@ export const symlinkHandler = nodeHandler<SymlinkResource>('symlink', {
       if (now) unlinkSync(real);
       return;
     }
-    assertParent(ctx, r.path, 'this symlink');
+    assertParent(ctx, r.path);
     // Make the link beside its place and rename it over: rename never follows a link, and a crash leaves old or new.
     const tmp = join(dirname(real), `.${basename(real)}.${process.pid}.tmp`);
     rmSync(tmp, { force: true });
