@@ -16,7 +16,7 @@ import type { Declaration, LoadOptions, TreeReader } from '../core/declaration/d
 import { revealSecrets } from './secrets/reveal.js';
 import { isSensitive } from './store/seal.js';
 import { observe } from './apply.js';
-import { preflight } from './preflight.js';
+import { dependencyOrder, preflight } from './preflight.js';
 import { handlerFor } from './resources/index.js';
 import type { ResourceContext } from './resources/handler.js';
 import type { Store } from './store/core.js';
@@ -60,7 +60,8 @@ export async function preview(resources: Resource[], store: Store, ctx: Resource
   const changing = new Set(steps.filter((s) => s.action !== 'keep').map((s) => s.id));
   const changingPaths = new Set(steps.flatMap((s) => (s.action === 'change' && 'path' in s.resource ? [s.resource.path] : [])));
   let inSync = 0;
-  for (const step of steps) {
+  // In the order a pass would take them: what a resource needs first.
+  for (const step of dependencyOrder(steps)) {
     if (errors.has(step.id)) continue;
     if (step.action === 'remove') {
       lines.push(removal(step));
