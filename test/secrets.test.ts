@@ -94,7 +94,10 @@ describe('secrets: values only the nodes they are for can read', { timeout: 240_
     const set = await cliWithInput(fleet.checkout, PLAINTEXT, 'secret', 'set', 'db_password', '--level', 'db');
     expect(set.code, set.stderr).toBe(0);
     expect(set.stdout).toBe('nodes/db/secrets.yaml: db_password encrypted to db-1, operator alice; commit and push it\n');
-    const entry = parse(readFileSync(join(fleet.checkout, 'nodes/db/secrets.yaml'), 'utf8')).db_password;
+    const file = readFileSync(join(fleet.checkout, 'nodes/db/secrets.yaml'), 'utf8');
+    // One line a recipient, as a reviewer reads the file in a pull request.
+    expect(file.split('\n').slice(0, 4)).toEqual(['db_password:', '  recipients:', expect.stringMatching(/^ {4}- \{ node: db-1, recipient: age1[0-9a-z]{58} \}$/), expect.stringMatching(/^ {4}- \{ operator: alice, recipient: age1[0-9a-z]{58} \}$/)]);
+    const entry = parse(file).db_password;
     expect(entry.recipients.map((r: Record<string, string>) => r.node ?? `operator ${r.operator}`)).toEqual(['db-1', 'operator alice']);
     expect(entry.value).toMatch(/^-----BEGIN AGE ENCRYPTED FILE-----\n/);
     const argv = await cli(fleet.checkout, 'secret', 'set', 'db_password', PLAINTEXT);

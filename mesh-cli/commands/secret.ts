@@ -75,6 +75,11 @@ function putEntry(doc: Document, name: string, recipients: SecretRecipient[], bl
   doc.setIn([name], entry);
 }
 
+/** secrets.yaml's text: each recipient on one line (`- { node: web-1, recipient: age1… }`), however long. */
+function fileText(doc: Document): string {
+  return doc.toString({ lineWidth: 0 });
+}
+
 /** Encrypt `value` as secret `name` at `level` and write it. */
 export async function setSecret(fleet: Fleet, name: string, value: string, opts: { level?: string; fetch: boolean; warn: (line: string) => void }): Promise<{ file: string; recipients: SecretRecipient[] }> {
   if (!VAR_NAME.test(name)) throw new MeshError('E_SECRET_NAME', `'${name}' is not a secret name: letters, digits and _ (not starting with a digit), as templates read it: {{ secrets.NAME }}`, { next: 'human' });
@@ -82,7 +87,7 @@ export async function setSecret(fleet: Fleet, name: string, value: string, opts:
   const recipients = await recipientsFor(fleet, level, await recipientsNow(fleet, opts.fetch, opts.warn), opts.warn);
   const { path, doc } = openFile(fleet, level);
   putEntry(doc, name, recipients, await encryptTo(recipients.map((r) => r.recipient), value));
-  writeFileSync(path, doc.toString());
+  writeFileSync(path, fileText(doc));
   return { file: `${level}/${SECRETS_FILE}`, recipients };
 }
 
@@ -150,7 +155,7 @@ export async function rekey(fleet: Fleet, identityFile: string, opts: { fetch: b
       const after = new Set(names(want.recipients));
       changed.push({ file, name: s.name, added: [...after].filter((n) => !before.has(n)), removed: [...before].filter((n) => !after.has(n)) });
     }
-    writes.push({ path, text: doc.toString() });
+    writes.push({ path, text: fileText(doc) });
   }
   for (const w of writes) writeFileSync(w.path, w.text); // every re-encryption succeeded: now write them all
   return changed;
