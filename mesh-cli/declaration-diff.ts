@@ -35,11 +35,22 @@ export interface ResourceChange {
   sensitive?: boolean;
 }
 
+/** A command or service that the changes set off on the node, as a pass that makes them would. */
+export interface Trigger {
+  id: string;
+  /** A command runs (its onChange names a changed resource); a service restarts (its restartOn holds a changed path). */
+  action: 'run' | 'restart';
+  /** The changed resources that set it off. */
+  by: string[];
+}
+
 /** Everything that changes on one node. */
 export interface DeclarationDiff {
   changes: ResourceChange[];
   /** True when the same resources are declared in another order (the host applies them in order). */
   reordered: boolean;
+  /** What the changes set off; absent when nothing. */
+  triggers?: Trigger[];
 }
 
 /** The changes that take a node from `base` to `head`; `sensitive`: ids of the resources that read a secret on either side. */
@@ -65,7 +76,32 @@ export function diffDeclarations(base: Resource[], head: Resource[], sensitive: 
   }
   const order = (rs: Resource[]) => rs.map(resourceId);
   const reordered = changes.length === 0 && !isDeepStrictEqual(order(base), order(head));
-  return { changes, reordered };
+  const triggers = triggersOf(head, changes);
+  return { changes, reordered, ...(triggers.length ? { triggers } : {}) };
+}
+
+/**
+ * The commands and services of `head` that `changes` set off, for a machine that held the base
+ * declaration: a command whose onChange names a resource added or changed, a service whose
+ * restartOn holds the path of one. A command's `creates` and `unless` depend on the machine, and
+ * are not guessed at here.
+ */
+function triggersOf(head: Resource[], changes: ResourceChange[]): Trigger[] {
+  const changed = new Set(changes.filter((c) => c.action !== 'remove').map((c) => c.id));
+  if (changed.size === 0) return [];
+  const pathOf = new Map(head.flatMap((r) => ('path' in r ? [[resourceId(r), r.path] as const] : [])));
+  const triggers: Trigger[] = [];
+  for (const r of head) {
+    if (r.type === 'command') {
+      const by = (r.onChange ?? []).filter((id) => changed.has(id));
+      if (by.length) triggers.push({ id: resourceId(r), action: 'run', by });
+    } else if (r.type === 'service' && r.restartOn?.length) {
+      const watched = new Set(r.restartOn);
+      const by = [...changed].filter((id) => watched.has(pathOf.get(id) ?? ''));
+      if (by.length) triggers.push({ id: resourceId(r), action: 'restart', by });
+    }
+  }
+  return triggers;
 }
 
 /** Every field that differs from `before` (null: the resource is new) to `after`, except its type and identity. */

@@ -5,7 +5,7 @@
  * change on 200 web servers is one block, not 200.
  */
 import { trustLines } from './trust-review.js';
-import type { FieldChange, ResourceChange } from './declaration-diff.js';
+import type { FieldChange, ResourceChange, Trigger } from './declaration-diff.js';
 import type { LastReport, NodePlan, PlanResult } from './plan-result.js';
 import { contact } from '../core/duration.js';
 import { placed } from '../core/errors.js';
@@ -17,7 +17,7 @@ const WORD = { add: 'added', change: 'changed', remove: 'removed' } as const;
 export function groupNodes(nodes: NodePlan[]): NodePlan[][] {
   const groups = new Map<string, NodePlan[]>();
   for (const n of nodes) {
-    const key = JSON.stringify([n.because, n.changes, n.reordered, n.problems?.map((p) => p.message), n.cannotPlan]);
+    const key = JSON.stringify([n.because, n.changes, n.reordered, n.triggers, n.problems?.map((p) => p.message), n.cannotPlan]);
     groups.set(key, [...(groups.get(key) ?? []), n]);
   }
   return [...groups.values()];
@@ -34,6 +34,11 @@ export function describeFields(c: ResourceChange): string {
     return `${f.field} ${value(f.from)} → ${value(f.to)}`;
   };
   return c.fields.map(one).join(', ');
+}
+
+/** "→ command:reload runs (file:/etc/app.ini changes)". */
+function triggerLine(t: Trigger): string {
+  return `→ ${t.id} ${t.action === 'run' ? 'runs' : 'restarts'} (${t.by.join(', ')} ${t.by.length === 1 ? 'changes' : 'change'})`;
 }
 
 function lastLine(l: LastReport, now: Date | null): string {
@@ -57,6 +62,7 @@ export function formatPlanText(r: PlanResult, now: Date): string {
       lines.push(`  ${SIGN[c.action]} ${c.id}${fields ? `: ${fields}` : ''}`);
       for (const d of c.diff ?? []) lines.push(`      ${d}`);
     }
+    for (const t of g.triggers ?? []) lines.push(`  ${triggerLine(t)}`);
     if (g.reordered) lines.push('  resources reordered (the host applies them in declared order)');
   }
   if (r.nodes.length) lines.push('', 'last reports:', ...r.nodes.map((n) => `  ${n.node}  ${lastLine(n.last, now)}`));
@@ -98,6 +104,7 @@ function groupMarkdown(group: NodePlan[]): string {
   if (g.problems) lines.push('', '**Will fail: nothing applied.** The declaration does not render at head; the host keeps its last good declaration and reports:', '', ...g.problems.map((p) => `- ${code(`${p.file}:${p.line}:${p.col}`)}: ${p.message}`));
   if (g.cannotPlan) lines.push('', `**Cannot plan: no report yet.** ${g.cannotPlan.map((id) => code(id)).join(', ')} read facts; shown here with placeholder facts.`);
   if (g.changes.length) lines.push('', ...g.changes.map((c) => `- **${WORD[c.action]}** ${code(c.id)}${describeFields(c) ? `: ${describeFields(c)}` : ''}`));
+  if (g.triggers) lines.push('', ...g.triggers.map((t) => `- **${t.action === 'run' ? 'runs' : 'restarts'}** ${code(t.id)} (${t.by.map((id) => code(id)).join(', ')} ${t.by.length === 1 ? 'changes' : 'change'})`));
   if (g.reordered) lines.push('', 'Resources reordered (the host applies them in declared order).');
   for (const c of g.changes.filter((c) => c.diff)) lines.push('', `<details><summary>${escapeHtml(c.id)}</summary>`, '', ...fenced('diff', c.diff!), '', '</details>');
   return lines.join('\n');

@@ -6,7 +6,7 @@ import type { TrustReview } from './trust-review.js';
 import type { Problem } from '../core/errors.js';
 import type { SignatureVerdict } from '../core/report/verify.js';
 import type { Report } from '../schema/report.js';
-import type { ResourceChange } from './declaration-diff.js';
+import type { ResourceChange, Trigger } from './declaration-diff.js';
 
 /** What a node's last report says, next to its planned changes. */
 export interface LastReport {
@@ -26,6 +26,8 @@ export interface NodePlan {
   because: string[];
   changes: ResourceChange[];
   reordered: boolean;
+  /** Commands that would run and services that would restart because of the changes; absent when none. */
+  triggers?: Trigger[];
   /** The head declaration is invalid: the host would apply nothing and report these. */
   problems?: Problem[];
   /** Resources that read a fact of a node that has not reported its facts yet: planned with placeholder facts, so their content here is not what the node will get. */

@@ -99,6 +99,9 @@ describe('the fleet language: groups, variables, templates and roles with parame
     const text = await cli(fleet.checkout, 'plan', '--base', 'HEAD~1');
     expect(text.stdout).toContain(' # hello from web-1 (web) on web-1.lab\n');
     expect(text.stdout).not.toContain('cannot plan');
+    // The plan says what the change sets off there, as the pass below does.
+    expect(text.stdout).toContain('\n  → command:reload-app runs (file:/etc/app/app.ini changes)\n');
+    expect((planned.nodes[0] as { triggers?: unknown }).triggers).toEqual([{ id: 'command:reload-app', action: 'run', by: ['file:/etc/app/app.ini'] }]);
     for (const node of roots.keys()) await run(node);
     expect(file('web-1', 'etc/app/app.ini')).toContain('port = 9999\n');
     // The command watching app.ini ran on web-1 once more (its file changed), not on web-2 (unchanged).

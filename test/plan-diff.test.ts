@@ -10,6 +10,8 @@ import type { VerifiedReport } from '../core/report/verify.js';
 import type { Resource } from '../schema/declaration.js';
 import type { Report } from '../schema/report.js';
 import { diffDeclarations } from '../mesh-cli/declaration-diff.js';
+import { formatPlanMarkdown, formatPlanText } from '../mesh-cli/plan-format.js';
+import type { PlanResult } from '../mesh-cli/plan-result.js';
 import { classify } from '../mesh-cli/rollout.js';
 import { elideSecrets, safeDiff, unifiedDiff } from '../core/unified-diff.js';
 
@@ -92,6 +94,25 @@ describe('declaration diffs', () => {
 
   it('notice a reorder, which changes the digest but no resource', () => {
     expect(diffDeclarations([app, motd], [motd, app])).toEqual({ changes: [], reordered: true });
+  });
+
+  it('name the commands a change runs and the services it restarts, and nothing a change does not touch', () => {
+    const ini: Resource = { type: 'file', path: '/etc/app.ini', content: 'port = 80\n' };
+    const reload: Resource = { type: 'command', name: 'reload', run: ['app', 'reload'], onChange: ['file:/etc/app.ini', 'file:/etc/motd'] };
+    const migrate: Resource = { type: 'command', name: 'migrate', run: ['app', 'migrate'], onChange: ['directory:/srv/app'] };
+    const web: Resource = { type: 'service', name: 'app', enabled: true, restartOn: ['/etc/app.ini'] };
+    const base = [app, motd, ini, reload, migrate, web];
+    const changed = diffDeclarations(base, [app, motd, { ...ini, content: 'port = 81\n' }, reload, migrate, web]);
+    expect(changed.triggers).toEqual([
+      { id: 'command:reload', action: 'run', by: ['file:/etc/app.ini'] },
+      { id: 'service:app', action: 'restart', by: ['file:/etc/app.ini'] },
+    ]);
+    const plan: PlanResult = { base: 'a'.repeat(40), head: 'b'.repeat(40), nodes: [{ node: 'web-1', because: ['nodes/web/app.yaml'], ...changed, last: { outcome: 'applied', lastContact: null, commit: null, signature: 'valid', eligible: true } }], summary: 'touches 1 node', notes: [] };
+    expect(formatPlanText(plan, new Date()).split('\n').filter((l) => l.startsWith('  →'))).toEqual(['  → command:reload runs (file:/etc/app.ini changes)', '  → service:app restarts (file:/etc/app.ini changes)']);
+    expect(formatPlanMarkdown(plan)).toContain('- **runs** `command:reload` (`file:/etc/app.ini` changes)\n- **restarts** `service:app` (`file:/etc/app.ini` changes)');
+    // A change that no command or service watches sets nothing off; a removed resource neither.
+    expect(diffDeclarations(base, [app, motd, ini, reload, migrate, web, nginx]).triggers).toBeUndefined();
+    expect(diffDeclarations(base, [motd, ini, { ...migrate, onChange: [] }, web]).triggers).toBeUndefined();
   });
 });
 

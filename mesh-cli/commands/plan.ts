@@ -30,9 +30,9 @@ export async function planFleet(fleet: Fleet, base: string, head: string, notes:
     const resources = (r: typeof c.base) => (r.ok ? r.declaration.resources : []);
     // A head that does not render applies nothing: it removes nothing either, so it shows no changes, only why it will fail.
     const sensitive = new Set([c.base, c.head].flatMap((r) => (r.ok ? Object.keys(r.declaration.readSecrets ?? {}) : [])));
-    const { changes, reordered } = c.head.ok ? diffDeclarations(resources(c.base), resources(c.head), sensitive) : { changes: [], reordered: false };
+    const { changes, reordered, triggers } = c.head.ok ? diffDeclarations(resources(c.base), resources(c.head), sensitive) : { changes: [], reordered: false };
     const guessed = factsOf(c.node) ? [] : c.head.ok ? (c.head.declaration.readFacts ?? []) : [];
-    return { node: c.node, because: c.because, changes, reordered, ...(c.head.ok ? {} : { problems: c.head.problems }), ...(guessed.length ? { cannotPlan: guessed } : {}), last: lastOf(reports.get(c.node)!) };
+    return { node: c.node, because: c.because, changes, reordered, ...(triggers ? { triggers } : {}), ...(c.head.ok ? {} : { problems: c.head.problems }), ...(guessed.length ? { cannotPlan: guessed } : {}), last: lastOf(reports.get(c.node)!) };
   });
   notes.push(...(await secretNotes(fleet, head, changed)));
   return { base, head, trust: await reviewTrust(fleet.dir, base, head, workingTree), nodes, summary: summaryLine(nodes), notes };
