@@ -207,6 +207,21 @@ describe('secrets: values only the nodes they are for can read', { timeout: 240_
     expect(made.report).toMatchObject({ delivery: 'pushed', recipient });
   });
 
+  it('secret set warns when no operator can read the value back, since then no rekey can re-encrypt it', async () => {
+    const mesh = readFileSync(join(fleet.checkout, 'mesh.yaml'), 'utf8');
+    try {
+      expect((await cliWithInput(fleet.checkout, 'x', 'secret', 'set', 'token', '--level', 'web')).stderr).not.toContain('no operator');
+      writeFileSync(join(fleet.checkout, 'mesh.yaml'), mesh.slice(0, mesh.indexOf('operators:')));
+      const set = await cliWithInput(fleet.checkout, 'x', 'secret', 'set', 'token', '--level', 'web');
+      expect(set.code, set.stderr).toBe(0);
+      expect(set.stdout).toBe('nodes/web/secrets.yaml: token encrypted to web-1; commit and push it\n');
+      expect(set.stderr).toContain("warning: no operator can read token back (mesh.yaml names no operators.recipients): when a node is enrolled again or joins nodes/web/, set it again with 'mesh-cli secret set'; with an operator recipient, 'mesh-cli secret rekey' does it\n");
+    } finally {
+      await runProgram('git', ['checkout', '--quiet', '--', '.'], fleet.checkout);
+      await runProgram('git', ['clean', '--quiet', '-fd'], fleet.checkout);
+    }
+  });
+
   it('retire and revoke list the secrets whose values must change', async () => {
     const revoked = await cli(fleet.checkout, 'revoke', 'web-1', '--json');
     expect(JSON.parse(revoked.stdout).secrets).toEqual([]);

@@ -85,6 +85,9 @@ export async function setSecret(fleet: Fleet, name: string, value: string, opts:
   if (!VAR_NAME.test(name)) throw new MeshError('E_SECRET_NAME', `'${name}' is not a secret name: letters, digits and _ (not starting with a digit), as templates read it: {{ secrets.NAME }}`, { next: 'human' });
   const level = await levelDir(fleet, opts.level);
   const recipients = await recipientsFor(fleet, level, await recipientsNow(fleet, opts.fetch, opts.warn), opts.warn);
+  if (!recipients.some((r) => 'operator' in r)) {
+    opts.warn(`no operator can read ${name} back (mesh.yaml names no operators.recipients): when a node is enrolled again or joins ${level}/, set it again with 'mesh-cli secret set'; with an operator recipient, 'mesh-cli secret rekey' does it`);
+  }
   const { path, doc } = openFile(fleet, level);
   putEntry(doc, name, recipients, await encryptTo(recipients.map((r) => r.recipient), value));
   writeFileSync(path, fileText(doc));
