@@ -86,13 +86,6 @@ describe('file', () => {
   it('is created with its content, mode, owner and group, read back, and unchanged on the next pass', async () => {
     const root = machine();
     const decl = conf('    content: "port = 80\\n"\n    mode: "0640"\n    owner: ops\n    group: users\n');
-    // --noop lists them in the order the pass takes them.
-    const bundle = join(root, '..', `${root.split('/').pop()}-bundle`);
-    mkdirSync(bundle, { recursive: true });
-    writeFileSync(join(bundle, 'base.yaml'), `resources:\n${decl}`);
-    const noop = await hostCmd(root, 'apply', '--bundle', bundle, '--noop', '--json');
-    expect(noop.code).toBe(4);
-    expect((JSON.parse(noop.stdout) as { changes: Array<{ id: string }> }).changes.map((l) => l.id)).toEqual(['directory:/srv/shop', 'directory:/srv/shop/conf', 'file:/srv/shop/conf/app.ini', 'symlink:/srv/shop/current']);
     const first = await apply(root, decl);
     expect(first.code).toBe(0);
     expect(first.body.resources).toEqual([expect.objectContaining({ id: 'file:/etc/app.conf', result: 'created' })]);
