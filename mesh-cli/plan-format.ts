@@ -23,8 +23,9 @@ export function groupNodes(nodes: NodePlan[]): NodePlan[][] {
   return [...groups.values()];
 }
 
-/** "mode "0644" → "0600", content" for a change; "mode "0644"" for an addition. */
+/** "mode "0644" → "0600", content" for a change; "mode "0644"" for an addition; what a removed command does (nothing). */
 export function describeFields(c: ResourceChange): string {
+  if (c.action === 'remove' && c.id.startsWith('command:')) return 'it owns nothing: removing it runs nothing';
   const value = (v: unknown) => JSON.stringify(v);
   const one = (f: FieldChange) => {
     if (f.field === 'content') return 'content';

@@ -10,7 +10,7 @@ import type { VerifiedReport } from '../core/report/verify.js';
 import type { Resource } from '../schema/declaration.js';
 import type { Report } from '../schema/report.js';
 import { diffDeclarations } from '../mesh-cli/declaration-diff.js';
-import { formatPlanMarkdown, formatPlanText } from '../mesh-cli/plan-format.js';
+import { describeFields, formatPlanMarkdown, formatPlanText } from '../mesh-cli/plan-format.js';
 import type { PlanResult } from '../mesh-cli/plan-result.js';
 import { classify } from '../mesh-cli/rollout.js';
 import { elideSecrets, safeDiff, unifiedDiff } from '../core/unified-diff.js';
@@ -110,6 +110,8 @@ describe('declaration diffs', () => {
     const plan: PlanResult = { base: 'a'.repeat(40), head: 'b'.repeat(40), nodes: [{ node: 'web-1', because: ['nodes/web/app.yaml'], ...changed, last: { outcome: 'applied', lastContact: null, commit: null, signature: 'valid', eligible: true } }], summary: 'touches 1 node', notes: [] };
     expect(formatPlanText(plan, new Date()).split('\n').filter((l) => l.startsWith('  →'))).toEqual(['  → command:reload runs (file:/etc/app.ini changes)', '  → service:app restarts (file:/etc/app.ini changes)']);
     expect(formatPlanMarkdown(plan)).toContain('- **runs** `command:reload` (`file:/etc/app.ini` changes)\n- **restarts** `service:app` (`file:/etc/app.ini` changes)');
+    // A removed command is said to do nothing, as the host does nothing for it.
+    expect(describeFields({ action: 'remove', id: 'command:reload', fields: [] })).toBe('it owns nothing: removing it runs nothing');
     // A change that no command or service watches sets nothing off; a removed resource neither.
     expect(diffDeclarations(base, [app, motd, ini, reload, migrate, web, nginx]).triggers).toBeUndefined();
     expect(diffDeclarations(base, [motd, ini, { ...migrate, onChange: [] }, web]).triggers).toBeUndefined();
