@@ -5,7 +5,7 @@
  * a name that is in two folders), `status` lists nodes and never a group, `validate` checks
  * the layout and every group's files, and `plan` finds the nodes a group or role change touches.
  */
-import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -284,6 +284,17 @@ describe('validate and plan read the layout', { timeout: 90_000 }, () => {
     } finally {
       await git(f.checkout, 'checkout', '--quiet', '--', '.');
       await git(f.checkout, 'clean', '--quiet', '-fd');
+    }
+  });
+
+  it('validate names a mistyped include beside a template error in the same file', async () => {
+    writeFileSync(join(f.checkout, 'nodes/web/typo.yaml'), 'include:\n  - role: roles/motdd.yaml\n    with: {text: hi}\nresources:\n  - type: file\n    path: /etc/typo\n    template: true\n    content: "{{ vars.port | frobnicate }}"\n');
+    try {
+      const r = await cli(f.checkout, 'validate', '--no-fetch');
+      expect(r.code).toBe(1);
+      expect(r.stdout).toBe('nodes/web/typo.yaml:2:5: include roles/motdd.yaml does not exist at this commit\nnodes/web/typo.yaml:8:15: undefined filter: frobnicate\n');
+    } finally {
+      rmSync(join(f.checkout, 'nodes/web/typo.yaml'));
     }
   });
 

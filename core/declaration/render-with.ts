@@ -125,6 +125,7 @@ async function renderFile(pass: Pass, file: string, params: Record<string, unkno
   const loaded = await checked(readYaml(text, file, (data, parsed) => renderFields(data, parsed, scope, reads, pass.warnings)), params === null ? 'DeclarationFile' : 'RoleFile', pass.schemas);
   if (!loaded.ok) {
     pass.problems.push(...loaded.problems);
+    await missingRoles(pass, file, text);
     return;
   }
   const value = loaded.value as { include?: Include[]; resources: Resource[] };
@@ -155,7 +156,7 @@ async function includeRole(pass: Pass, file: string, text: string, k: number, in
   }
   const roleText = await pass.tree.read(role);
   if (roleText === null) {
-    pass.problems.push({ ...at([]), message: `include ${role} does not exist at this commit` });
+    pass.problems.push({ ...at([]), message: noRole(role) });
     return;
   }
   const declared = await roleParams(roleText, role, pass.schemas);
@@ -175,6 +176,24 @@ async function includeRole(pass: Pass, file: string, text: string, k: number, in
   if (pass.included.has(key)) return; // the same role with the same parameters: once
   pass.included.add(key);
   await renderFile(pass, role, params, chain, roleText); // read once: a file is one answer of the tree (the bundle cache counts on it)
+}
+
+const noRole = (role: string) => `include ${role} does not exist at this commit`;
+
+/**
+ * The includes of a file that did not load (a template or a field of its own is wrong), checked
+ * only for a role that is not there, so that a mistyped include is named with the file's other
+ * problems: expanding one needs the file's own values, rendered.
+ */
+async function missingRoles(pass: Pass, file: string, text: string): Promise<void> {
+  const read = readYaml(text, file);
+  const includes = read.ok ? (read.data as { include?: unknown }).include : undefined;
+  if (!Array.isArray(includes)) return;
+  for (const [k, include] of includes.entries()) {
+    const role: unknown = typeof include === 'string' ? include : (include as { role?: unknown } | null)?.role;
+    if (typeof role !== 'string' || !role.startsWith('roles/') || role.split('/').includes('..')) continue;
+    if ((await pass.tree.read(role)) === null) pass.problems.push({ file, ...positionIn(text, ['include', k]), message: noRole(role) });
+  }
 }
 
 /** A file read by readYaml, checked quickly when it is only files and directories, else by its schema (which places every problem). */
