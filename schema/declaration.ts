@@ -4,6 +4,7 @@
  * errors, and modes and versions are strings (YAML 1.2 reads 0644 as the number 644).
  */
 import * as z from 'zod';
+import { ROLE_PATH } from './role-path.js';
 
 const absolutePath = z
   .string()
@@ -157,7 +158,7 @@ export const Resource = z.discriminatedUnion('type', [
   CommandResource,
 ]);
 
-const rolePath = z.string().regex(/^roles\/[A-Za-z0-9._/-]+\.ya?ml$/, { message: 'must name a file under roles/, e.g. roles/web.yaml' });
+const rolePath = z.string().regex(ROLE_PATH, { message: 'must name a file under roles/, e.g. roles/web.yaml' });
 
 /** An include: a role's path, or the path with the parameters it is given (`params.*` inside it). */
 export const Include = z.union([rolePath, z.strictObject({ role: rolePath, with: z.record(z.string(), z.unknown()).optional() })]);

@@ -22,6 +22,7 @@ import type { Node } from 'yaml';
 import type { Facts } from '../../schema/facts.js';
 import type { Include, Resource } from '../../schema/declaration.js';
 import { fastDeclarationFile } from '../../schema/declaration-fast.js';
+import { ROLE_PATH } from '../../schema/role-path.js';
 import { resourceId } from '../../schema/resource-id.js';
 import type { Problem } from '../errors.js';
 import { levelsOf, NOT_DECLARATIONS, type NodePlace } from '../fleet/layout.js';
@@ -191,7 +192,7 @@ async function missingRoles(pass: Pass, file: string, text: string): Promise<voi
   if (!Array.isArray(includes)) return;
   for (const [k, include] of includes.entries()) {
     const role: unknown = typeof include === 'string' ? include : (include as { role?: unknown } | null)?.role;
-    if (typeof role !== 'string' || !role.startsWith('roles/') || role.split('/').includes('..')) continue;
+    if (typeof role !== 'string' || !ROLE_PATH.test(role) || role.split('/').includes('..')) continue; // a malformed one is the schema's to name
     if ((await pass.tree.read(role)) === null) pass.problems.push({ file, ...positionIn(text, ['include', k]), message: noRole(role) });
   }
 }
