@@ -37,9 +37,10 @@ export function describeFields(c: ResourceChange): string {
   return c.fields.map(one).join(', ');
 }
 
-/** "→ command:reload runs (file:/etc/app.ini changes)". */
-function triggerLine(t: Trigger): string {
-  return `→ ${t.id} ${t.action === 'run' ? 'runs' : 'restarts'} (${t.by.join(', ')} ${t.by.length === 1 ? 'changes' : 'change'})`;
+/** What a trigger does ("runs", "restarts"), and why: "(file:/etc/app.ini changes)", its ids shown by `show`. */
+const VERB = { run: 'runs', restart: 'restarts' } as const;
+function cause(t: Trigger, show: (id: string) => string = (id) => id): string {
+  return `(${t.by.map(show).join(', ')} ${t.by.length === 1 ? 'changes' : 'change'})`;
 }
 
 function lastLine(l: LastReport, now: Date | null): string {
@@ -63,7 +64,7 @@ export function formatPlanText(r: PlanResult, now: Date): string {
       lines.push(`  ${SIGN[c.action]} ${c.id}${fields ? `: ${fields}` : ''}`);
       for (const d of c.diff ?? []) lines.push(`      ${d}`);
     }
-    for (const t of g.triggers ?? []) lines.push(`  ${triggerLine(t)}`);
+    for (const t of g.triggers ?? []) lines.push(`  → ${t.id} ${VERB[t.action]} ${cause(t)}`);
     if (g.reordered) lines.push('  resources reordered (the host applies them in declared order)');
   }
   if (r.nodes.length) lines.push('', 'last reports:', ...r.nodes.map((n) => `  ${n.node}  ${lastLine(n.last, now)}`));
@@ -105,7 +106,7 @@ function groupMarkdown(group: NodePlan[]): string {
   if (g.problems) lines.push('', '**Will fail: nothing applied.** The declaration does not render at head; the host keeps its last good declaration and reports:', '', ...g.problems.map((p) => `- ${code(`${p.file}:${p.line}:${p.col}`)}: ${p.message}`));
   if (g.cannotPlan) lines.push('', `**Cannot plan: no report yet.** ${g.cannotPlan.map((id) => code(id)).join(', ')} read facts; shown here with placeholder facts.`);
   if (g.changes.length) lines.push('', ...g.changes.map((c) => `- **${WORD[c.action]}** ${code(c.id)}${describeFields(c) ? `: ${describeFields(c)}` : ''}`));
-  if (g.triggers) lines.push('', ...g.triggers.map((t) => `- **${t.action === 'run' ? 'runs' : 'restarts'}** ${code(t.id)} (${t.by.map((id) => code(id)).join(', ')} ${t.by.length === 1 ? 'changes' : 'change'})`));
+  if (g.triggers) lines.push('', ...g.triggers.map((t) => `- **${VERB[t.action]}** ${code(t.id)} ${cause(t, code)}`));
   if (g.reordered) lines.push('', 'Resources reordered (the host applies them in declared order).');
   for (const c of g.changes.filter((c) => c.diff)) lines.push('', `<details><summary>${escapeHtml(c.id)}</summary>`, '', ...fenced('diff', c.diff!), '', '</details>');
   return lines.join('\n');
