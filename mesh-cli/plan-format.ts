@@ -37,8 +37,10 @@ export function describeFields(c: ResourceChange): string {
   return c.fields.map(one).join(', ');
 }
 
-/** What a trigger does ("runs", "restarts"), and why: "(file:/etc/app.ini changes)", its ids shown by `show`. */
+/** What a trigger does. */
 const VERB = { run: 'runs', restart: 'restarts' } as const;
+
+/** Why a trigger fires: "(file:/etc/app.ini changes)", its ids shown by `show`. */
 function cause(t: Trigger, show: (id: string) => string = (id) => id): string {
   return `(${t.by.map(show).join(', ')} ${t.by.length === 1 ? 'changes' : 'change'})`;
 }
