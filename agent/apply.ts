@@ -21,7 +21,7 @@ import { syncDeferredDirs } from './atomic.js';
 import { messageOf } from '../core/errors.js';
 import { crashNow } from './fault.js';
 import type { Step } from '../core/plan.js';
-import { dependencyOrder, preflight, type PreflightProblem } from './preflight.js';
+import { dependencyOrder, needs, preflight, type PreflightProblem } from './preflight.js';
 import type { Observed, Prior, ResourceContext } from './resources/handler.js';
 import { handlerFor, handlerForType } from './resources/index.js';
 import type { Store } from './store/core.js';
@@ -59,8 +59,11 @@ export async function applyPlan(steps: Step[], observed: Map<string, Observed>, 
   // a resource that watches paths has settled (settle), and lines keep the declared order.
   let taken = 0;
   const tell = (step: Step) => ctx.progress?.(++taken, ordered.length, step.id);
+  // Steps whose line failed or was skipped: a change that needs one of them is not made (unmet).
+  const broken = new Map<string, ResourceResult['result']>();
   const done = async (step: Step, line: ResourceResult, settles = step.action !== 'remove') => {
     if (settles && step.action !== 'remove') line = await settle(step.resource, line, changedPaths, ctx).catch((e: unknown) => failedLine(step, e));
+    if (line.result === 'failed' || line.result === 'skipped') broken.set(step.id, line.result);
     if (step.action !== 'remove' && 'path' in step.resource && (line.result === 'created' || line.result === 'updated')) changedPaths.add(step.resource.path);
     results.push(line);
   };
@@ -71,7 +74,9 @@ export async function applyPlan(steps: Step[], observed: Map<string, Observed>, 
     for (const step of ordered) {
       const now = observed.get(step.id) ?? null;
       if (stagedChange(step)) {
-        batch.push(await stage(step, now, priors.get(step.id), ctx));
+        // What a staged change needs (its directory, its owner) is never staged itself: its line is known.
+        const skipped = unmet(step, broken);
+        batch.push(skipped ? { step, now, line: skipped } : await stage(step, now, priors.get(step.id), ctx));
         tell(step);
         if (ctx.pass.writes.size >= BATCH_FILES) await flush();
         continue;
@@ -83,6 +88,12 @@ export async function applyPlan(steps: Step[], observed: Map<string, Observed>, 
         continue;
       }
       await flush();
+      const skipped = unmet(step, broken);
+      if (skipped) {
+        await done(step, skipped);
+        tell(step);
+        continue;
+      }
       const action = step.action !== 'remove' && handlerFor(step.resource).act !== undefined;
       let line: ResourceResult;
       try {
@@ -162,6 +173,23 @@ async function commitBatch(batch: Staged[], store: Store, ctx: ResourceContext):
     lines.push([s.step, line]);
   }
   return lines;
+}
+
+/**
+ * The skipped line of a change that needs a resource whose line in this pass failed or was
+ * skipped (the directory it is in, its owner, a file a service restarts on), as Puppet skips what
+ * requires a failed resource: making it would fail for the same cause, or bring up a service on a
+ * configuration that did not apply. Its intent stays, as a failed change's does: the next pass
+ * tries again. Recorded in `broken` at once, so that what needs it in turn is skipped too.
+ */
+function unmet(step: Step, broken: Map<string, ResourceResult['result']>): ResourceResult | null {
+  // Removing something (a step, or `ensure: absent`) needs nothing, as in dependencyOrder.
+  if (step.action !== 'change' || ('ensure' in step.resource && step.resource.ensure === 'absent')) return null;
+  const blocked = needs(step.resource).filter(({ id }) => broken.has(id));
+  if (blocked.length === 0) return null;
+  broken.set(step.id, 'skipped');
+  const why = blocked.map(({ id }) => `${id} ${broken.get(id) === 'failed' ? 'failed' : 'was not applied either'}`).join(', ');
+  return { id: step.id, result: 'skipped', changes: step.changes, error: `not applied, because what it needs did not apply in this pass: ${why}; the next pass tries again` };
 }
 
 function failedLine(step: Step, e: unknown): ResourceResult {
@@ -278,7 +306,7 @@ async function verify(step: Change, now: Observed, prior: Prior, store: Store, c
 
 /** After a declared resource's own step: refresh it when a path it watches changed, and mark what cannot be verified here. */
 async function settle(resource: Resource, line: ResourceResult, changedPaths: Set<string>, ctx: ResourceContext): Promise<ResourceResult> {
-  if (line.result === 'failed') return line;
+  if (line.result === 'failed' || line.result === 'skipped') return line;
   const handler = handlerFor(resource);
   if (!handler.unverifiable && !handler.watches) return line; // files, directories and most types: nothing more to do
   const changes = [...(line.changes ?? [])];
@@ -288,8 +316,8 @@ async function settle(resource: Resource, line: ResourceResult, changedPaths: Se
   const changed = (handler.watches?.(resource) ?? []).filter((p) => changedPaths.has(p));
   if (changed.length > 0 && handler.refresh) {
     const refreshed = await handler.refresh(resource, ctx, changed);
-    changes.push(refreshed.change);
-    if (refreshed.unverified) reasons.push(refreshed.unverified);
+    if (refreshed) changes.push(refreshed.change);
+    if (refreshed?.unverified) reasons.push(refreshed.unverified);
   }
   const { error: _none, ...rest } = line;
   if (reasons.length > 0) return { ...rest, result: 'unverified', ...(changes.length ? { changes } : {}), error: reasons.join('; ') };

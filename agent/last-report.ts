@@ -20,13 +20,13 @@ export async function failedInLastReport(gitdir: string, node: string): Promise<
   }
 }
 
-/** The failed lines of a parsed status.json, read loosely: only `id`, `result` and `error` matter here. */
+/** The failed lines of a parsed status.json (and the skipped ones: a change not made because what it needs failed), read loosely: only `id`, `result` and `error` matter here. */
 function failedLines(report: unknown): Map<string, string> {
   const lines: unknown = (report as { resources?: unknown } | null)?.resources;
   const failed = new Map<string, string>();
   if (!Array.isArray(lines)) return failed;
   for (const line of lines as Array<Partial<ResourceResult> | null>) {
-    if (line?.result === 'failed' && typeof line.id === 'string') failed.set(line.id, typeof line.error === 'string' ? line.error : 'the report gives no reason');
+    if ((line?.result === 'failed' || line?.result === 'skipped') && typeof line.id === 'string') failed.set(line.id, typeof line.error === 'string' ? line.error : 'the report gives no reason');
   }
   return failed;
 }

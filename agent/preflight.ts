@@ -119,7 +119,7 @@ export function dependencyOrder(steps: Step[]): Step[] {
 const absent = (r: Resource) => 'ensure' in r && r.ensure === 'absent';
 
 /** What `r` needs, as its handler says; a type without a handler needs nothing (it fails with its own error). */
-function needs(r: Resource): Need[] {
+export function needs(r: Resource): Need[] {
   try {
     return handlerFor(r).needs?.(r) ?? [];
   } catch {

@@ -205,6 +205,30 @@ describe('directory', () => {
     expect(body.resources.map((l) => `${l.id} ${l.result}`)).toEqual(['symlink:/srv/shop/current removed', 'file:/srv/shop/conf/app.ini removed', 'directory:/srv/shop/conf removed', 'directory:/srv/shop removed']);
     expect(existsSync(join(root, 'srv/shop'))).toBe(false);
   });
+
+  it('that fails leaves what needs it skipped, naming it, as Puppet skips what requires a failed resource; the next pass makes all', async () => {
+    const root = machine();
+    // /data is neither on the machine nor declared: its directory fails, and what is in it is not tried.
+    const decl = dir('/data/app') + dir('/data/app/conf') + '  - type: file\n    path: /data/app/conf/app.ini\n    content: "port = 80\\n"\n' + '  - type: file\n    path: /srv/other.ini\n    content: "x\\n"\n';
+    const first = await apply(root, decl);
+    expect(first.code).toBe(1);
+    expect(first.body.outcome).toBe('failed');
+    expect(first.body.resources.map((l) => `${l.id} ${l.result}`)).toEqual(['directory:/data/app failed', 'directory:/data/app/conf skipped', 'file:/data/app/conf/app.ini skipped', 'file:/srv/other.ini created']);
+    expect(lineOf(first.body, 'directory:/data/app')!.error).toContain('parent directory of /data/app does not exist');
+    expect(lineOf(first.body, 'directory:/data/app/conf')!.error).toBe('not applied, because what it needs did not apply in this pass: directory:/data/app failed; the next pass tries again');
+    expect(lineOf(first.body, 'file:/data/app/conf/app.ini')!.error).toContain('directory:/data/app/conf was not applied either');
+    expect(lineOf(first.body, 'file:/data/app/conf/app.ini')!.changes).toEqual(['absent, should be a file']);
+    expect(first.body.counts).toMatchObject({ changed: 1, failed: 1 });
+    mkdirSync(join(root, 'data'));
+    const second = await apply(root, decl);
+    expect(second.code).toBe(0);
+    expect(second.body.resources.map((l) => `${l.id} ${l.result}`)).toEqual(['directory:/data/app created', 'directory:/data/app/conf created', 'file:/data/app/conf/app.ini created', 'file:/srv/other.ini unchanged']);
+    // What it made, it owns: un-declared, all of it goes, and /data (the machine's own) stays.
+    const gone = await apply(root, NOTHING);
+    expect(gone.code).toBe(0);
+    expect(existsSync(join(root, 'data/app'))).toBe(false);
+    expect(existsSync(join(root, 'data'))).toBe(true);
+  });
 });
 
 describe('symlink', () => {
