@@ -81,7 +81,8 @@ export async function preview(resources: Resource[], store: Store, ctx: Resource
     if (step.action === 'change') lines.push(change(step, observed.get(step.id) ?? null));
     else inSync++;
     const watched = (handler.watches?.(step.resource) ?? []).filter((p) => changingPaths.has(p));
-    if (watched.length > 0 && handler.refresh) lines.push({ id: step.id, action: 'refresh', changes: [`${watched.join(', ')} would change: a pass would restart it`] });
+    const says = watched.length > 0 && handler.refresh ? (handler.wouldRefresh ? handler.wouldRefresh(step.resource, watched, ctx) : 'a pass would restart it') : null;
+    if (says) lines.push({ id: step.id, action: 'refresh', changes: [`${watched.join(', ')} would change: ${says}`] });
   }
   ctx.debug?.({ lines: lines.length, inSync, problems: problems.length, ms: Math.round(performance.now() - started!) }, 'previewed');
   return { lines, inSync, problems };

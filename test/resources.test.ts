@@ -456,6 +456,58 @@ describe('service', () => {
     expect(calls).toEqual(['start demo', 'restart demo', 'restart demo']);
   });
 
+  it('needs its unit file when the fleet declares it: written first wherever declared; a changed one is read again (daemon-reload), and restarts it only through restartOn', async () => {
+    const root = machine();
+    mkdirSync(join(root, 'etc/systemd/system'), { recursive: true });
+    const unitPath = '/etc/systemd/system/demo.service';
+    const calls: string[] = [];
+    let active = false;
+    let loaded: string | null = null;
+    const onDisk = () => readFileSync(join(root, unitPath), 'utf8');
+    // A systemd that reads the unit when it starts it, and sees it stale once it changed on disk.
+    const systemd: ServiceManager = {
+      isActive: async () => active,
+      control: async (verb, unit) => void (calls.push(`${verb} ${unit}`), (active = verb !== 'stop'), (loaded = onDisk())),
+      reloadIfStale: async () => {
+        if (loaded === null || loaded === onDisk()) return false;
+        calls.push('daemon-reload');
+        loaded = onDisk();
+        return true;
+      },
+    };
+    const none = async (): Promise<never> => {
+      throw new Error('this pass loads nothing');
+    };
+    const load: Loaders = { parser: none, storeChecks: none, readConfig: none, hostUpgrade: none };
+    const ctx = { ...passContext({ root, exec: processRunner(process.env), now: () => new Date(), faults: noFaults, load }, 'mesh-host'), systemd };
+    const store = openStore(join(root, 'var/lib/mesh-host/store.json'));
+    const pass = async (unit: string, restartOn?: string[]) => {
+      // The service declared before its unit file.
+      const resources: Resource[] = [
+        { type: 'service', name: 'demo', enabled: true, running: true, ...(restartOn ? { restartOn } : {}) },
+        { type: 'file', path: unitPath, content: `[Service]\nExecStart=/bin/${unit}\n[Install]\nWantedBy=multi-user.target\n` },
+      ];
+      const { observed } = await observe(resources, ctx);
+      return (await applyPlan(plan(resources, store.data.owned, observed, (r, o) => handlerFor(r).diff(r, o)), observed, store, ctx)).map((l) => `${l.id} ${l.result}${l.changes ? ` (${l.changes.join('; ')})` : ''}`);
+    };
+    expect(await pass('true')).toEqual([`file:${unitPath} created (absent, should be a file)`, 'service:demo updated (not-found → enabled; stopped → running)']);
+    expect(calls).toEqual(['start demo']);
+    expect(await pass('sleep')).toEqual([`file:${unitPath} updated (content differs)`, `service:demo updated (unit files read again (daemon-reload): ${unitPath} changed)`]);
+    expect(calls).toEqual(['start demo', 'daemon-reload']);
+    expect(await pass('echo', [unitPath])).toEqual([`file:${unitPath} updated (content differs)`, `service:demo updated (restarted: ${unitPath} changed)`]);
+    expect(calls).toEqual(['start demo', 'daemon-reload', 'restart demo']);
+    expect(await pass('echo', [unitPath])).toEqual([`file:${unitPath} unchanged`, 'service:demo unchanged']);
+  });
+
+  it('whose declared unit file failed is not enabled or started: skipped, naming the file', async () => {
+    const root = machine(); // no etc/systemd/system: the unit file cannot be written
+    const decl = service('    running: true\n') + '  - type: file\n    path: /etc/systemd/system/demo.service\n    content: "[Service]\\nExecStart=/bin/true\\n"\n';
+    const { code, body } = await apply(root, decl);
+    expect(code).toBe(1);
+    expect(body.resources.map((l) => `${l.id} ${l.result}`)).toEqual(['file:/etc/systemd/system/demo.service failed', 'service:demo skipped']);
+    expect(lineOf(body, 'service:demo')!.error).toBe('not applied, because what it needs did not apply in this pass: file:/etc/systemd/system/demo.service failed; the next pass tries again');
+  });
+
   it('un-declared, is put back to disabled as it was before', async () => {
     const root = withUnit(machine());
     await apply(root, service());

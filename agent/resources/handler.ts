@@ -144,8 +144,10 @@ export interface Handler<R extends Resource = Resource> {
   unverifiable?(r: R, ctx: ResourceContext): string | undefined;
   /** Machine paths whose change earlier in this pass calls for `refresh` (a service's restartOn). */
   watches?(r: R): string[];
-  /** React to changed watched paths (restart a service): what was done, and why it is unverified when it could not be checked. */
-  refresh?(r: R, ctx: ResourceContext, changed: string[]): Promise<{ change: string; unverified?: string }>;
+  /** React to changed watched paths (restart a service): what was done, and why it is unverified when it could not be checked; null when nothing was. */
+  refresh?(r: R, ctx: ResourceContext, changed: string[]): Promise<{ change: string; unverified?: string } | null>;
+  /** With `refresh`: what it would do for `changed`, for `--noop`, without doing it; null when nothing. Without it: a restart. */
+  wouldRefresh?(r: R, changed: string[], ctx: ResourceContext): string | null;
 
   /**
    * An action rather than a state (a command): never owned, never undone, and taken in its

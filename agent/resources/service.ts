@@ -16,7 +16,13 @@ export interface ServiceManager {
   /** Why services cannot be seen running or be started here; undefined when a systemd runs. */
   absent?: string;
   isActive(unit: string): Promise<boolean>;
+  /** Start, stop or restart `unit`; a real systemd reads its unit files again first when they changed on disk (reloadIfStale). */
   control(verb: 'start' | 'stop' | 'restart', unit: string): Promise<void>;
+  /**
+   * `systemctl daemon-reload` when systemd says the unit's files changed on disk since it read them
+   * (NeedDaemonReload): until then a start or restart runs the old definition. True when it did.
+   */
+  reloadIfStale?(unit: string): Promise<boolean>;
 }
 
 /** A resource context that may carry a service manager (tests hand in a simulated one). */
@@ -33,11 +39,25 @@ export interface ServiceState extends Record<string, unknown> {
 export function systemdFor(ctx: ServiceContext): ServiceManager {
   if (ctx.systemd) return ctx.systemd;
   const booted = resolve(ctx.root) === '/' && existsSync('/run/systemd/system');
+  const reloadIfStale = async (unit: string) => {
+    if ((await systemctl(ctx, ['show', '--property=NeedDaemonReload', '--value', '--', unit])).trim() !== 'yes') return false;
+    await systemctl(ctx, ['daemon-reload']);
+    return true;
+  };
   return {
     absent: booted ? undefined : 'no running systemd under this root',
     isActive: async (unit) => (await ctx.exec('systemctl', ['is-active', '--quiet', '--', unit])).code === 0,
-    control: async (verb, unit) => void (await systemctl(ctx, [verb, '--', unit])),
+    control: async (verb, unit) => {
+      if (verb !== 'stop') await reloadIfStale(unit);
+      await systemctl(ctx, [verb, '--', unit]);
+    },
+    reloadIfStale,
   };
+}
+
+/** The file systemd reads `unit` from in /etc/systemd/system, where a fleet declares its own units ("hello" is hello.service). */
+export function unitFile(unit: string): string {
+  return `/etc/systemd/system/${/\.(service|socket|device|mount|automount|swap|target|path|timer|slice|scope)$/.test(unit) ? unit : `${unit}.service`}`;
 }
 
 async function systemctl(ctx: ResourceContext, args: string[], offline = false): Promise<string> {
@@ -70,10 +90,18 @@ export function serviceUnverifiable(r: ServiceResource, ctx: ServiceContext): st
   return r.running !== undefined && absent ? `${absent}: running=${r.running} not verified` : undefined;
 }
 
-/** Restart `r` because files it watches changed in this pass; without a running systemd it only says the restart was requested. */
-export async function restartService(r: ServiceResource, ctx: ServiceContext, changed: string[]): Promise<{ change: string; unverified?: string }> {
+/**
+ * Restart `r` because files in its restartOn changed in this pass; without a running systemd it
+ * only says the restart was requested. When only its unit file changed (declared, not in
+ * restartOn), systemd reads it again and the service is not restarted: restartOn says when.
+ */
+export async function restartService(r: ServiceResource, ctx: ServiceContext, changed: string[]): Promise<{ change: string; unverified?: string } | null> {
   const systemd = systemdFor(ctx);
   const because = `${changed.join(', ')} changed`;
+  if (!changed.some((p) => r.restartOn?.includes(p))) {
+    // Without a running systemd there is nothing to reload: the next boot reads the new file.
+    return !systemd.absent && (await systemd.reloadIfStale?.(r.name)) ? { change: `unit files read again (daemon-reload): ${because}` } : null;
+  }
   if (systemd.absent) return { change: `restart requested: ${because}`, unverified: 'restart requested but no running systemd' };
   await systemd.control('restart', r.name);
   if (!(await systemd.isActive(r.name))) throw new MeshError('E_RESTART', `${r.name} was restarted (${because}) but is not active afterwards`);
@@ -81,10 +109,18 @@ export async function restartService(r: ServiceResource, ctx: ServiceContext, ch
 }
 
 export const serviceHandler: Handler<ServiceResource> = {
-  needs: (r) => (r.restartOn ?? []).flatMap((p) => ['file', 'directory', 'symlink'].map((type) => ({ id: `${type}:${p}`, field: 'restartOn' }))),
+  // Its unit file, when the fleet declares it, and the files it restarts on go first (and a service whose unit file failed is not started).
+  needs: (r) => [
+    ...['file', 'symlink'].map((type) => ({ id: `${type}:${unitFile(r.name)}`, field: 'name' })),
+    ...(r.restartOn ?? []).flatMap((p) => ['file', 'directory', 'symlink'].map((type) => ({ id: `${type}:${p}`, field: 'restartOn' }))),
+  ],
   unverifiable: serviceUnverifiable,
-  watches: (r) => r.restartOn ?? [],
+  watches: (r) => [...new Set([unitFile(r.name), ...(r.restartOn ?? [])])],
   refresh: restartService,
+  wouldRefresh: (r, changed, ctx) => {
+    if (changed.some((p) => r.restartOn?.includes(p))) return 'a pass would restart it';
+    return systemdFor(ctx).absent ? null : 'a pass would have systemd read its unit files again (daemon-reload; restartOn says when it restarts)';
+  },
 
   async read(r, ctx) {
     return readState(ctx, r.name);

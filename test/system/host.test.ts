@@ -235,6 +235,40 @@ function scenarios(release: Release, name: string, node: string, full: boolean):
       expect(row.unchecked ?? []).toEqual([]);
     });
 
+    later('a changed unit file is read again before the service restarts (daemon-reload when systemd says it is stale); changed without restartOn, it is read again and the service keeps running', async (ctx) => {
+      machine(ctx);
+      const unit = '/etc/systemd/system/hello.service';
+      const changed = HELLO.replace('[Service]\n', '[Service]\nEnvironment=GREETING=fleet\n');
+      // Declared after the service: the unit file goes first all the same (the service needs it).
+      const restarting = `  - type: service\n    name: hello\n    enabled: true\n    running: true\n    restartOn: [${unit}]\n  - type: file\n    path: ${unit}\n    content: ${JSON.stringify(changed)}\n`;
+      const pid = await show('hello', 'MainPID');
+      const first = await declare(restarting, `${node}: hello, restarted on its unit`);
+      const restarted = await reportWhere((r) => r.commit === first, `for ${first.slice(0, 12)}`);
+      expect(restarted.outcome).toBe('applied');
+      expect(restarted.resources).toEqual([
+        { id: `file:${unit}`, result: 'updated', changes: ['content differs'] },
+        { id: 'service:hello', result: 'updated', changes: [`restarted: ${unit} changed`] },
+      ]);
+      expect(await show('hello', 'Environment')).toBe('GREETING=fleet');
+      expect(await show('hello', 'NeedDaemonReload')).toBe('no');
+      expect(await show('hello', 'MainPID')).not.toBe(pid);
+      expect(await active('hello')).toBe('active');
+
+      // Back to the first unit, without restartOn: read again, not restarted.
+      const running = await show('hello', 'MainPID');
+      const second = await declare(helloResources, `${node}: hello as it was`);
+      const reread = await reportWhere((r) => r.commit === second, `for ${second.slice(0, 12)}`);
+      expect(reread.outcome).toBe('applied');
+      expect(reread.resources).toEqual([
+        { id: `file:${unit}`, result: 'updated', changes: ['content differs'] },
+        { id: 'service:hello', result: 'updated', changes: [`unit files read again (daemon-reload): ${unit} changed`] },
+      ]);
+      expect(await show('hello', 'Environment')).toBe('');
+      expect(await show('hello', 'NeedDaemonReload')).toBe('no');
+      expect(await show('hello', 'MainPID')).toBe(running);
+      expect(await active('hello')).toBe('active');
+    });
+
     it('a declared good version from `serve --packages` is installed and self-tested, the old host exits, systemd starts the new one, which completes a pass and marks itself last good', async (ctx) => {
       const m = machine(ctx);
       const before = await show('mesh-host', 'MainPID');
