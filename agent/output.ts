@@ -69,7 +69,8 @@ export function printState(s: HostState, json: boolean): void {
 /** Why an owned resource is not verified yet: its last change failed, or the host stopped in the middle of it. */
 function ownedNote(o: OwnedEntry): string {
   if (o.state !== 'intent') return '';
-  if (o.error !== undefined) return ` (last change failed: ${o.error}; it is retried on the next pass)`;
+  // Most errors of a change say it is retried (apt's, a skipped change's): said once.
+  if (o.error !== undefined) return ` (last change failed: ${o.error}${o.error.endsWith('the next pass tries again') ? '' : '; it is retried on the next pass'})`;
   return ' (change in progress when the host stopped)';
 }
 

@@ -491,6 +491,22 @@ describe('state', () => {
     });
   const file = (path: string, content: string) => `  - type: file\n    path: ${path}\n    content: "${content}\\n"\n`;
 
+  it('a change skipped because what it needs failed is shown with why, once', async () => {
+    const fleet = await createFleet();
+    try {
+      const root = await fleet.enrol('sk-1');
+      await fleet.commit({ 'nodes/sk-1/base.yaml': `resources:\n  - type: directory\n    path: /data/app\n${file('/data/app/app.conf', 'app')}` }, 'sk-1');
+      const failed = await host(root, 'run', '--once');
+      expect(failed.code).toBe(1);
+      const error = 'not applied, because what it needs did not apply in this pass: directory:/data/app failed; the next pass tries again';
+      expect(failed.body.resources.map((l: { id: string; result: string }) => `${l.id} ${l.result}`)).toEqual(['directory:/data/app failed', 'file:/data/app/app.conf skipped']);
+      expect((await ownedLines(root)).at(-1)).toBe(`  file:/data/app/app.conf (last change failed: ${error})`);
+      expect((await host(root, 'state')).body.owned.at(-1)).toEqual({ id: 'file:/data/app/app.conf', state: 'intent', at: expect.any(String), error });
+    } finally {
+      await fleet.close();
+    }
+  });
+
   it('a change that failed is shown as failed with its error; only a change a killed host left is shown as in progress when it stopped', async () => {
     const fleet = await createFleet();
     try {
