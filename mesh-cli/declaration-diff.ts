@@ -8,6 +8,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { plan } from '../core/plan.js';
 import type { Resource } from '../schema/declaration.js';
 import { resourceId } from '../schema/resource-id.js';
+import { unitFile } from '../core/declaration/unit-file.js';
 import type { OwnedRecord } from '../schema/report.js';
 import { safeDiff, SENSITIVE_CHANGE } from '../core/unified-diff.js';
 
@@ -38,8 +39,11 @@ export interface ResourceChange {
 /** A command or service that the changes set off on the node, as a pass that makes them would. */
 export interface Trigger {
   id: string;
-  /** A command runs (its onChange names a changed resource); a service restarts (its restartOn holds a changed path). */
-  action: 'run' | 'restart';
+  /**
+   * A command runs (its onChange names a changed resource); a service restarts (its restartOn holds
+   * a changed path), or, when only its declared unit file changed, has systemd read it again.
+   */
+  action: 'run' | 'restart' | 'reload';
   /** The changed resources that set it off. */
   by: string[];
 }
@@ -83,7 +87,7 @@ export function diffDeclarations(base: Resource[], head: Resource[], sensitive: 
 /**
  * The commands and services of `head` that `changes` set off, for a machine that held the base
  * declaration: a command whose onChange names a resource added or changed, a service whose
- * restartOn holds the path of one. A command's `creates` and `unless` depend on the machine, and
+ * restartOn holds the path of one (or whose declared unit file is one: it is read again, as the host does). A command's `creates` and `unless` depend on the machine, and
  * are not guessed at here.
  */
 function triggersOf(head: Resource[], changes: ResourceChange[]): Trigger[] {
@@ -95,10 +99,12 @@ function triggersOf(head: Resource[], changes: ResourceChange[]): Trigger[] {
     if (r.type === 'command') {
       const by = (r.onChange ?? []).filter((id) => changed.has(id));
       if (by.length) triggers.push({ id: resourceId(r), action: 'run', by });
-    } else if (r.type === 'service' && r.restartOn?.length) {
+    } else if (r.type === 'service') {
       const watched = new Set(r.restartOn);
       const by = [...changed].filter((id) => watched.has(pathOf.get(id) ?? ''));
+      const unit = [...changed].filter((id) => pathOf.get(id) === unitFile(r.name));
       if (by.length) triggers.push({ id: resourceId(r), action: 'restart', by });
+      else if (unit.length) triggers.push({ id: resourceId(r), action: 'reload', by: unit });
     }
   }
   return triggers;

@@ -115,6 +115,14 @@ describe('declaration diffs', () => {
     // A change that no command or service watches sets nothing off; a removed resource neither.
     expect(diffDeclarations(base, [app, motd, ini, reload, migrate, web, nginx]).triggers).toBeUndefined();
     expect(diffDeclarations(base, [motd, ini, { ...migrate, onChange: [] }, web]).triggers).toBeUndefined();
+    // A service's declared unit file that changed is read again (daemon-reload), unless restartOn restarts it anyway.
+    const unit: Resource = { type: 'file', path: '/etc/systemd/system/app.service', content: '[Service]\nExecStart=/bin/app\n' };
+    const newUnit = { ...unit, content: '[Service]\nExecStart=/bin/app --fast\n' };
+    const reloaded = diffDeclarations([unit, ...base], [newUnit, ...base]);
+    expect(reloaded.triggers).toEqual([{ id: 'service:app', action: 'reload', by: ['file:/etc/systemd/system/app.service'] }]);
+    const both = { ...plan, nodes: [{ ...plan.nodes[0]!, ...reloaded }] };
+    expect(formatPlanText(both, new Date()).split('\n').filter((l) => l.startsWith('  →'))).toEqual(['  → service:app daemon-reloads (file:/etc/systemd/system/app.service changes)']);
+    expect(diffDeclarations([unit, ...base], [newUnit, app, motd, { ...ini, content: 'port = 81\n' }, reload, migrate, web]).triggers).toContainEqual({ id: 'service:app', action: 'restart', by: ['file:/etc/app.ini'] });
   });
 });
 

@@ -9,6 +9,7 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { ServiceResource } from '../../schema/declaration.js';
 import { MeshError } from '../../core/errors.js';
+import { unitFile } from '../../core/declaration/unit-file.js';
 import type { Handler, ResourceContext } from './handler.js';
 
 /** The systemd that runs the machine at a root, or the reason there is none. */
@@ -55,10 +56,6 @@ export function systemdFor(ctx: ServiceContext): ServiceManager {
   };
 }
 
-/** The file systemd reads `unit` from in /etc/systemd/system, where a fleet declares its own units ("hello" is hello.service). */
-export function unitFile(unit: string): string {
-  return `/etc/systemd/system/${/\.(service|socket|device|mount|automount|swap|target|path|timer|slice|scope)$/.test(unit) ? unit : `${unit}.service`}`;
-}
 
 async function systemctl(ctx: ResourceContext, args: string[], offline = false): Promise<string> {
   const root = resolve(ctx.root);
