@@ -156,7 +156,7 @@ async function stage(step: Change, now: Observed, prior: Prior | Error | undefin
 async function commitBatch(batch: Staged[], store: Store, ctx: ResourceContext): Promise<Array<[Step, ResourceResult]>> {
   if (batch.length === 0) return [];
   try {
-    ctx.pass.writes.commit(ctx.pass.dirsToSync, ctx.faults);
+    await ctx.pass.writes.commit(ctx.pass.dirsToSync, ctx.faults);
   } catch (e) {
     return batch.map((s) => [s.step, s.line ?? failedLine(s.step, e)]);
   }

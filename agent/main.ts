@@ -9,11 +9,15 @@ import type { Actions } from './command-line.js';
 import { MeshError } from '../core/errors.js';
 import { EXIT, exitWith } from '../core/exit.js';
 import { processRunner } from './exec.js';
+import { SYNCS_IN_FLIGHT } from './atomic.js';
 import { faultsFrom } from './fault.js';
 import { progressLines } from './progress.js';
 import { quickArgs } from './quick-args.js';
 import type { Logger } from './log.js';
 import type { HostContext, Loaders } from './resources/handler.js';
+
+// A large batch on a busy machine fsyncs its files together on libuv's pool (atomic.ts): as many threads as it has in flight, set before the pool's first use.
+process.env.UV_THREADPOOL_SIZE ??= String(SYNCS_IN_FLIGHT);
 
 // The environment, read once: the crash test's faults, the log level, the upgrade probation.
 const env = { fault: process.env.MESH_FAULT, progressAfterMs: Number(process.env.MESH_PROGRESS_AFTER_MS || 1000), logLevel: process.env.MESH_LOG_LEVEL ?? 'info', probation: process.env.MESH_HOST_PROBATION };
