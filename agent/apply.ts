@@ -21,8 +21,8 @@ import { syncDeferredDirs } from './atomic.js';
 import { messageOf } from '../core/errors.js';
 import { crashNow } from './fault.js';
 import type { Step } from '../core/plan.js';
-import { dependencyOrder, needs, preflight, type PreflightProblem } from './preflight.js';
-import type { Observed, Prior, ResourceContext } from './resources/handler.js';
+import { declaredPaths, dependencyOrder, neededIds, preflight, type PreflightProblem } from './preflight.js';
+import { watchedChanges, type Observed, type Prior, type ResourceContext } from './resources/handler.js';
 import { handlerFor, handlerForType } from './resources/index.js';
 import type { Store } from './store/core.js';
 
@@ -61,6 +61,7 @@ export async function applyPlan(steps: Step[], observed: Map<string, Observed>, 
   const tell = (step: Step) => ctx.progress?.(++taken, ordered.length, step.id);
   // Steps whose line failed or was skipped: a change that needs one of them is not made (unmet).
   const broken = new Map<string, ResourceResult['result']>();
+  const paths = declaredPaths(ordered);
   const done = async (step: Step, line: ResourceResult, settles = step.action !== 'remove') => {
     if (settles && step.action !== 'remove') line = await settle(step.resource, line, changedPaths, ctx).catch((e: unknown) => failedLine(step, e));
     if (line.result === 'failed' || line.result === 'skipped') broken.set(step.id, line.result);
@@ -75,7 +76,7 @@ export async function applyPlan(steps: Step[], observed: Map<string, Observed>, 
       const now = observed.get(step.id) ?? null;
       if (stagedChange(step)) {
         // What a staged change needs (its directory, its owner) is never staged itself: its line is known.
-        const skipped = unmet(step, broken);
+        const skipped = unmet(step, broken, paths);
         batch.push(skipped ? { step, now, line: skipped } : await stage(step, now, priors.get(step.id), ctx));
         tell(step);
         if (ctx.pass.writes.size >= BATCH_FILES) await flush();
@@ -88,7 +89,7 @@ export async function applyPlan(steps: Step[], observed: Map<string, Observed>, 
         continue;
       }
       await flush();
-      const skipped = unmet(step, broken);
+      const skipped = unmet(step, broken, paths);
       if (skipped) {
         await done(step, skipped);
         tell(step);
@@ -182,13 +183,13 @@ async function commitBatch(batch: Staged[], store: Store, ctx: ResourceContext):
  * configuration that did not apply. Its intent stays, as a failed change's does: the next pass
  * tries again. Recorded in `broken` at once, so that what needs it in turn is skipped too.
  */
-function unmet(step: Step, broken: Map<string, ResourceResult['result']>): ResourceResult | null {
+function unmet(step: Step, broken: Map<string, ResourceResult['result']>, paths: Map<string, string>): ResourceResult | null {
   // Removing something (a step, or `ensure: absent`) needs nothing, as in dependencyOrder.
   if (step.action !== 'change' || ('ensure' in step.resource && step.resource.ensure === 'absent')) return null;
-  const blocked = needs(step.resource).filter(({ id }) => broken.has(id));
+  const blocked = neededIds(step.resource, paths).filter((id) => broken.has(id));
   if (blocked.length === 0) return null;
   broken.set(step.id, 'skipped');
-  const why = blocked.map(({ id }) => `${id} ${broken.get(id) === 'failed' ? 'failed' : 'was not applied either'}`).join(', ');
+  const why = blocked.map((id) => `${id} ${broken.get(id) === 'failed' ? 'failed' : 'was not applied either'}`).join(', ');
   return { id: step.id, result: 'skipped', changes: step.changes, error: `not applied, because what it needs did not apply in this pass: ${why}; the next pass tries again` };
 }
 
@@ -313,7 +314,7 @@ async function settle(resource: Resource, line: ResourceResult, changedPaths: Se
   const reasons: string[] = [];
   const unverifiable = handler.unverifiable?.(resource, ctx);
   if (unverifiable) reasons.push(unverifiable);
-  const changed = (handler.watches?.(resource) ?? []).filter((p) => changedPaths.has(p));
+  const changed = watchedChanges(handler.watches?.(resource) ?? [], changedPaths);
   if (changed.length > 0 && handler.refresh) {
     const refreshed = await handler.refresh(resource, ctx, changed);
     if (refreshed) changes.push(refreshed.change);

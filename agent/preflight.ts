@@ -101,15 +101,16 @@ function realPath(path: string, links: Map<string, string>): string {
   return p;
 }
 
-/** Steps in declared order, except that the users and groups a resource names, the directory a path is in and the files a service restarts on go first; removals stay last. */
+/** Steps in declared order, except that what each needs goes first (the users and groups a resource names, the directory a path is in, a service's unit files and the files it restarts on, apt's configuration before a package); removals stay last. */
 export function dependencyOrder(steps: Step[]): Step[] {
   const byId = new Map(steps.flatMap((s) => (s.action === 'remove' || absent(s.resource) ? [] : [[s.id, s] as const])));
+  const paths = declaredPaths(steps);
   const placed = new Set<string>();
   const out: Step[] = [];
   const place = (s: Step) => {
     if (placed.has(s.id)) return;
     placed.add(s.id);
-    if (s.action !== 'remove' && !absent(s.resource)) for (const { id } of needs(s.resource)) if (byId.has(id)) place(byId.get(id)!);
+    if (s.action !== 'remove' && !absent(s.resource)) for (const id of neededIds(s.resource, paths)) if (byId.has(id)) place(byId.get(id)!);
     out.push(s);
   };
   steps.filter((s) => s.action !== 'remove').forEach(place);
@@ -117,6 +118,28 @@ export function dependencyOrder(steps: Step[]): Step[] {
 }
 
 const absent = (r: Resource) => 'ensure' in r && r.ensure === 'absent';
+
+/** Every declared file, directory and link of `steps` (not being removed): its path → its id. */
+export function declaredPaths(steps: Step[]): Map<string, string> {
+  const paths = new Map<string, string>();
+  for (const s of steps) if (s.action !== 'remove' && !absent(s.resource) && 'path' in s.resource) paths.set(s.resource.path, s.id);
+  return paths;
+}
+
+/** The ids of what `r` needs: what its handler names (needs), and every declared path under a folder it needs whole (needsUnder; `paths`: declaredPaths). */
+export function neededIds(r: Resource, paths: Map<string, string>): string[] {
+  const ids = needs(r).map((n) => n.id);
+  for (const folder of needsUnderOf(r)) for (const [path, id] of paths) if (path.startsWith(folder)) ids.push(id);
+  return ids;
+}
+
+function needsUnderOf(r: Resource): string[] {
+  try {
+    return handlerFor(r).needsUnder?.(r) ?? [];
+  } catch {
+    return [];
+  }
+}
 
 /** What `r` needs, as its handler says; a type without a handler needs nothing (it fails with its own error). */
 export function needs(r: Resource): Need[] {

@@ -18,7 +18,7 @@ import { isSensitive } from './store/seal.js';
 import { observe } from './apply.js';
 import { dependencyOrder, preflight } from './preflight.js';
 import { handlerFor } from './resources/index.js';
-import type { ResourceContext } from './resources/handler.js';
+import { watchedChanges, type ResourceContext } from './resources/handler.js';
 import type { Store } from './store/core.js';
 
 /** One resource that a pass would change, remove or run. */
@@ -80,7 +80,7 @@ export async function preview(resources: Resource[], store: Store, ctx: Resource
     }
     if (step.action === 'change') lines.push(change(step, observed.get(step.id) ?? null));
     else inSync++;
-    const watched = (handler.watches?.(step.resource) ?? []).filter((p) => changingPaths.has(p));
+    const watched = watchedChanges(handler.watches?.(step.resource) ?? [], changingPaths);
     const says = watched.length > 0 && handler.refresh ? (handler.wouldRefresh ? handler.wouldRefresh(step.resource, watched, ctx) : 'a pass would restart it') : null;
     if (says) lines.push({ id: step.id, action: 'refresh', changes: [`${watched.join(', ')} would change: ${says}`] });
   }

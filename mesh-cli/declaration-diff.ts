@@ -87,7 +87,7 @@ export function diffDeclarations(base: Resource[], head: Resource[], sensitive: 
 /**
  * The commands and services of `head` that `changes` set off, for a machine that held the base
  * declaration: a command whose onChange names a resource added or changed, a service whose
- * restartOn holds the path of one (or whose declared unit file is one: it is read again, as the host does). A command's `creates` and `unless` depend on the machine, and
+ * restartOn holds the path of one (or whose declared unit file or drop-in is one: it is read again, as the host does). A command's `creates` and `unless` depend on the machine, and
  * are not guessed at here.
  */
 function triggersOf(head: Resource[], changes: ResourceChange[]): Trigger[] {
@@ -102,7 +102,7 @@ function triggersOf(head: Resource[], changes: ResourceChange[]): Trigger[] {
     } else if (r.type === 'service') {
       const watched = new Set(r.restartOn);
       const by = [...changed].filter((id) => watched.has(pathOf.get(id) ?? ''));
-      const unit = [...changed].filter((id) => pathOf.get(id) === unitFile(r.name));
+      const unit = [...changed].filter((id) => pathOf.get(id) === unitFile(r.name) || pathOf.get(id)?.startsWith(`${unitFile(r.name)}.d/`));
       if (by.length) triggers.push({ id: resourceId(r), action: 'restart', by });
       else if (unit.length) triggers.push({ id: resourceId(r), action: 'reload', by: unit });
     }

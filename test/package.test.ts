@@ -92,6 +92,22 @@ describe('the package resource', () => {
     expect(dpkgSays(root)).toBe('install ok installed 1.0-1');
   });
 
+  it('comes after apt\'s configuration wherever that is declared, and is not tried when a file of it failed', async () => {
+    const root = prepareDpkgRoot(newMachine(join(work, 'after-source')));
+    const source = `  - type: file\n    path: /etc/apt/sources.list.d/fleet.list\n    content: ${JSON.stringify(sourceLine(repo))}\n`;
+    // No /etc/apt/keyrings on this machine: the key file fails, and the package that would read it is skipped.
+    const key = '  - type: file\n    path: /etc/apt/keyrings/fleet.asc\n    content: "key\\n"\n';
+    const failed = await apply(root, pkg('    version: "1.0-1"\n') + source + key);
+    expect(failed.code).toBe(1);
+    expect(failed.body.resources.map((l) => `${l.id} ${l.result}`)).toEqual(['file:/etc/apt/sources.list.d/fleet.list created', 'file:/etc/apt/keyrings/fleet.asc failed', `package:${HELLO} skipped`]);
+    expect(failed.body.resources[2]!.error).toContain('file:/etc/apt/keyrings/fleet.asc failed');
+    expect(failed.ran).toEqual([`dpkg-query ${HELLO}`]);
+    const run = await apply(root, pkg('    version: "1.0-1"\n') + source);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.body.resources.map((l) => `${l.id} ${l.result}`)).toEqual(['file:/etc/apt/sources.list.d/fleet.list unchanged', `package:${HELLO} created`, 'file:/etc/apt/keyrings/fleet.asc dropped']);
+    expect(dpkgSays(root)).toBe('install ok installed 1.0-1');
+  });
+
   it('a second pass over the same declaration changes nothing and runs no apt-get', async () => {
     const root = await installed('noop', '1.0-1');
     const lists = statSync(join(root, 'var/lib/apt/lists')).mtimeMs;

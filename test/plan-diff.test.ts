@@ -123,6 +123,8 @@ describe('declaration diffs', () => {
     const both = { ...plan, nodes: [{ ...plan.nodes[0]!, ...reloaded }] };
     expect(formatPlanText(both, new Date()).split('\n').filter((l) => l.startsWith('  →'))).toEqual(['  → service:app daemon-reloads (file:/etc/systemd/system/app.service changes)']);
     expect(diffDeclarations([unit, ...base], [newUnit, app, motd, { ...ini, content: 'port = 81\n' }, reload, migrate, web]).triggers).toContainEqual({ id: 'service:app', action: 'restart', by: ['file:/etc/app.ini'] });
+    const dropIn: Resource = { type: 'file', path: '/etc/systemd/system/app.service.d/env.conf', content: '[Service]\nEnvironment=A=1\n' };
+    expect(diffDeclarations(base, [...base, dropIn]).triggers).toEqual([{ id: 'service:app', action: 'reload', by: ['file:/etc/systemd/system/app.service.d/env.conf'] }]);
   });
 });
 

@@ -463,7 +463,8 @@ describe('service', () => {
     const calls: string[] = [];
     let active = false;
     let loaded: string | null = null;
-    const onDisk = () => readFileSync(join(root, unitPath), 'utf8');
+    const dropInPath = `${unitPath}.d/env.conf`;
+    const onDisk = () => readFileSync(join(root, unitPath), 'utf8') + (existsSync(join(root, dropInPath)) ? readFileSync(join(root, dropInPath), 'utf8') : '');
     // A systemd that reads the unit when it starts it, and sees it stale once it changed on disk.
     const systemd: ServiceManager = {
       isActive: async () => active,
@@ -497,6 +498,20 @@ describe('service', () => {
     expect(await pass('echo', [unitPath])).toEqual([`file:${unitPath} updated (content differs)`, `service:demo updated (restarted: ${unitPath} changed)`]);
     expect(calls).toEqual(['start demo', 'daemon-reload', 'restart demo']);
     expect(await pass('echo', [unitPath])).toEqual([`file:${unitPath} unchanged`, 'service:demo unchanged']);
+    // A drop-in, declared after the service, goes first too, and its change is read again the same way.
+    const withDropIn = async (env: string) => {
+      const resources: Resource[] = [
+        { type: 'service', name: 'demo', enabled: true, running: true, restartOn: [unitPath] },
+        { type: 'file', path: dropInPath, content: `[Service]\nEnvironment=${env}\n` },
+        { type: 'directory', path: `${unitPath}.d` },
+        { type: 'file', path: unitPath, content: '[Service]\nExecStart=/bin/echo\n[Install]\nWantedBy=multi-user.target\n' },
+      ];
+      const { observed } = await observe(resources, ctx);
+      return (await applyPlan(plan(resources, store.data.owned, observed, (r, o) => handlerFor(r).diff(r, o)), observed, store, ctx)).map((l) => `${l.id} ${l.result}${l.changes ? ` (${l.changes.join('; ')})` : ''}`);
+    };
+    expect(await withDropIn('A=1')).toEqual([`file:${unitPath} unchanged`, `directory:${unitPath}.d created (absent, should be a directory)`, `file:${dropInPath} created (absent, should be a file)`, `service:demo updated (unit files read again (daemon-reload): ${dropInPath} changed)`]);
+    expect(await withDropIn('A=2')).toEqual([`file:${unitPath} unchanged`, `directory:${unitPath}.d unchanged`, `file:${dropInPath} updated (content differs)`, `service:demo updated (unit files read again (daemon-reload): ${dropInPath} changed)`]);
+    expect(calls).toEqual(['start demo', 'daemon-reload', 'restart demo', 'daemon-reload', 'daemon-reload']);
   });
 
   it('whose declared unit file failed is not enabled or started: skipped, naming the file', async () => {

@@ -136,13 +136,15 @@ export interface Handler<R extends Resource = Resource> {
   staged?: boolean;
   /** What `r` needs before it: the ids of the resources it names, each with the field that names it. Pre-flight checks the accounts and orders the pass by them. */
   needs?(r: R): Need[];
+  /** Folders (ending in /) whose every declared file, directory and link `r` needs before it, as it needs what `needs` names: a package, apt's configuration. */
+  needsUnder?(r: R): string[];
   /** Before the intent of a change of `r` is recorded: throw to refuse the change (the line fails, nothing changes). */
   beforeChange?(r: R, ctx: ResourceContext): Promise<void>;
   /** After a change of `r` was made and verified (`before` is what was there): the line, amended; throw to fail it. */
   afterChange?(r: R, line: ResourceResult, before: Observed, ctx: ResourceContext): Promise<ResourceResult>;
   /** Why part of `r` cannot be verified on this machine; the line is then `unverified` with this reason. */
   unverifiable?(r: R, ctx: ResourceContext): string | undefined;
-  /** Machine paths whose change earlier in this pass calls for `refresh` (a service's restartOn). */
+  /** Machine paths whose change earlier in this pass calls for `refresh` (a service's restartOn); one ending in / watches everything under it (watchedChanges). */
   watches?(r: R): string[];
   /** React to changed watched paths (restart a service): what was done, and why it is unverified when it could not be checked; null when nothing was. */
   refresh?(r: R, ctx: ResourceContext, changed: string[]): Promise<{ change: string; unverified?: string } | null>;
@@ -163,6 +165,17 @@ export interface Handler<R extends Resource = Resource> {
    * only once every one of them applied cleanly in the pass, and clears it when `act` succeeds.
    */
   triggeredBy?(r: R): string[];
+}
+
+/** The paths in `changed` that `watched` (Handler.watches) names: each path itself, and anything under one that ends in /. */
+export function watchedChanges(watched: string[], changed: Set<string>): string[] {
+  const out = new Set<string>();
+  for (const w of watched) {
+    if (!w.endsWith('/')) {
+      if (changed.has(w)) out.add(w);
+    } else for (const p of changed) if (p.startsWith(w)) out.add(p);
+  }
+  return [...out];
 }
 
 /** A resource that must exist (or be applied) before the one that names it. */

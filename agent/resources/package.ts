@@ -20,6 +20,9 @@ import type { Handler, ResourceContext } from './handler.js';
 const isHost = (r: PackageResource, ctx: ResourceContext) => r.ensure !== 'absent' && r.name === ctx.hostPackage;
 
 export const packageHandler: Handler<PackageResource> = {
+  // apt's sources, keys and preferences, where the fleet declares them, go first (as Puppet's apt module orders every source before every package).
+  needsUnder: () => ['/etc/apt/'],
+
   async beforeChange(r, ctx) {
     if (isHost(r, ctx)) await (await ctx.load.hostUpgrade()).beforeChange(r, ctx);
   },

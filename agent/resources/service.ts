@@ -89,8 +89,9 @@ export function serviceUnverifiable(r: ServiceResource, ctx: ServiceContext): st
 
 /**
  * Restart `r` because files in its restartOn changed in this pass; without a running systemd it
- * only says the restart was requested. When only its unit file changed (declared, not in
- * restartOn), systemd reads it again and the service is not restarted: restartOn says when.
+ * only says the restart was requested. When only its unit file or a drop-in of it changed
+ * (declared, not in restartOn), systemd reads them again and the service is not restarted:
+ * restartOn says when.
  */
 export async function restartService(r: ServiceResource, ctx: ServiceContext, changed: string[]): Promise<{ change: string; unverified?: string } | null> {
   const systemd = systemdFor(ctx);
@@ -111,8 +112,10 @@ export const serviceHandler: Handler<ServiceResource> = {
     ...['file', 'symlink'].map((type) => ({ id: `${type}:${unitFile(r.name)}`, field: 'name' })),
     ...(r.restartOn ?? []).flatMap((p) => ['file', 'directory', 'symlink'].map((type) => ({ id: `${type}:${p}`, field: 'restartOn' }))),
   ],
+  // Its drop-ins (NAME.service.d/*.conf), where the fleet declares them, likewise.
+  needsUnder: (r) => [`${unitFile(r.name)}.d/`],
   unverifiable: serviceUnverifiable,
-  watches: (r) => [...new Set([unitFile(r.name), ...(r.restartOn ?? [])])],
+  watches: (r) => [...new Set([unitFile(r.name), `${unitFile(r.name)}.d/`, ...(r.restartOn ?? [])])],
   refresh: restartService,
   wouldRefresh: (r, changed, ctx) => {
     if (changed.some((p) => r.restartOn?.includes(p))) return 'a pass would restart it';
