@@ -20,6 +20,7 @@ import { handlerFor } from '../agent/resources/index.js';
 import type { ServiceManager } from '../agent/resources/service.js';
 import { openStore } from '../agent/store/store.js';
 import type { Resource } from '../schema/declaration.js';
+import type { ResourceResult } from '../schema/report.js';
 import { hostCmd, newMachine, runProgram } from './helpers/fleet.js';
 import { snapshot } from './helpers/snapshot.js';
 import { tempDirs } from './helpers/tmp.js';
@@ -380,6 +381,22 @@ describe('service', () => {
   const enabledLink = (root: string) => lstatSync(wants(root), { throwIfNoEntry: false })?.isSymbolicLink() ?? false;
   const service = (extra = '') => `  - type: service\n    name: demo\n    enabled: true\n${extra}`;
 
+  /** Passes in this process on `root` with a simulated running systemd (none runs in this container): each applies the resources given and returns its lines. */
+  function inProcess(root: string, systemd: ServiceManager): (resources: Resource[]) => Promise<ResourceResult[]> {
+    const none = async (): Promise<never> => {
+      throw new Error('this pass loads nothing');
+    };
+    const load: Loaders = { parser: none, storeChecks: none, readConfig: none, hostUpgrade: none };
+    const ctx = { ...passContext({ root, exec: processRunner(process.env), now: () => new Date(), faults: noFaults, load }, 'mesh-host'), systemd };
+    const store = openStore(join(root, 'var/lib/mesh-host/store.json'));
+    return async (resources) => {
+      const { observed } = await observe(resources, ctx);
+      return applyPlan(plan(resources, store.data.owned, observed, (r, o) => handlerFor(r).diff(r, o)), observed, store, ctx);
+    };
+  }
+  /** A pass's lines as "id result (changes)". */
+  const said = (lines: ResourceResult[]) => lines.map((l) => `${l.id} ${l.result}${l.changes ? ` (${l.changes.join('; ')})` : ''}`);
+
   it('is enabled offline with systemctl --root, read back, and unchanged next pass', async () => {
     // Where a package installs its units on every Debian release (merged /usr: Debian 13's systemd does not look in ROOT/lib).
     const root = withUnit(machine(), 'usr/lib/systemd/system');
@@ -432,19 +449,13 @@ describe('service', () => {
       isActive: async () => active,
       control: async (verb, unit) => void (calls.push(`${verb} ${unit}`), (active = verb !== 'stop')),
     };
-    const none = async (): Promise<never> => {
-      throw new Error('this pass loads nothing');
-    };
-    const load: Loaders = { parser: none, storeChecks: none, readConfig: none, hostUpgrade: none };
-    const ctx = { ...passContext({ root, exec: processRunner(process.env), now: () => new Date(), faults: noFaults, load }, 'mesh-host'), systemd };
-    const store = openStore(join(root, 'var/lib/mesh-host/store.json'));
+    const run = inProcess(root, systemd);
     const pass = async (content: string) => {
       const resources: Resource[] = [
         { type: 'file', path: '/etc/demo.conf', content },
         { type: 'service', name: 'demo', enabled: true, running: true, restartOn: ['/etc/demo.conf'] },
       ];
-      const { observed } = await observe(resources, ctx);
-      return applyPlan(plan(resources, store.data.owned, observed, (r, o) => handlerFor(r).diff(r, o)), observed, store, ctx);
+      return run(resources);
     };
     await pass('a\n');
     expect(calls).toEqual(['start demo', 'restart demo']);
@@ -476,20 +487,14 @@ describe('service', () => {
         return true;
       },
     };
-    const none = async (): Promise<never> => {
-      throw new Error('this pass loads nothing');
-    };
-    const load: Loaders = { parser: none, storeChecks: none, readConfig: none, hostUpgrade: none };
-    const ctx = { ...passContext({ root, exec: processRunner(process.env), now: () => new Date(), faults: noFaults, load }, 'mesh-host'), systemd };
-    const store = openStore(join(root, 'var/lib/mesh-host/store.json'));
+    const run = inProcess(root, systemd);
     const pass = async (unit: string, restartOn?: string[]) => {
       // The service declared before its unit file.
       const resources: Resource[] = [
         { type: 'service', name: 'demo', enabled: true, running: true, ...(restartOn ? { restartOn } : {}) },
         { type: 'file', path: unitPath, content: `[Service]\nExecStart=/bin/${unit}\n[Install]\nWantedBy=multi-user.target\n` },
       ];
-      const { observed } = await observe(resources, ctx);
-      return (await applyPlan(plan(resources, store.data.owned, observed, (r, o) => handlerFor(r).diff(r, o)), observed, store, ctx)).map((l) => `${l.id} ${l.result}${l.changes ? ` (${l.changes.join('; ')})` : ''}`);
+      return said(await run(resources));
     };
     expect(await pass('true')).toEqual([`file:${unitPath} created (absent, should be a file)`, 'service:demo updated (not-found → enabled; stopped → running)']);
     expect(calls).toEqual(['start demo']);
@@ -506,8 +511,7 @@ describe('service', () => {
         { type: 'directory', path: `${unitPath}.d` },
         { type: 'file', path: unitPath, content: '[Service]\nExecStart=/bin/echo\n[Install]\nWantedBy=multi-user.target\n' },
       ];
-      const { observed } = await observe(resources, ctx);
-      return (await applyPlan(plan(resources, store.data.owned, observed, (r, o) => handlerFor(r).diff(r, o)), observed, store, ctx)).map((l) => `${l.id} ${l.result}${l.changes ? ` (${l.changes.join('; ')})` : ''}`);
+      return said(await run(resources));
     };
     expect(await withDropIn('A=1')).toEqual([`file:${unitPath} unchanged`, `directory:${unitPath}.d created (absent, should be a directory)`, `file:${dropInPath} created (absent, should be a file)`, `service:demo updated (unit files read again (daemon-reload): ${dropInPath} changed)`]);
     expect(await withDropIn('A=2')).toEqual([`file:${unitPath} unchanged`, `directory:${unitPath}.d unchanged`, `file:${dropInPath} updated (content differs)`, `service:demo updated (unit files read again (daemon-reload): ${dropInPath} changed)`]);
