@@ -10,7 +10,7 @@ import { placeOfDir } from '../core/fleet/layout.js';
 import { decryptWith, encryptTo, newIdentity, quietX25519 } from '../core/secrets/age.js';
 import { nodeSecrets } from '../core/secrets/levels.js';
 import { placeholderOf } from '../core/secrets/placeholder.js';
-import { cannotRead, sameRecipients, wantedRecipients } from '../core/secrets/recipients.js';
+import { cannotRead, remedy, sameRecipients, wantedRecipients } from '../core/secrets/recipients.js';
 import { masked } from '../agent/resources/command.js';
 import { PLACEHOLDER_FACTS } from '../schema/facts.js';
 import { fromFiles } from '../mesh-cli/tree.js';
@@ -104,9 +104,16 @@ describe('who can read a secret, from its list alone', () => {
   it('names a node that is not listed, or listed with a recipient it no longer has; without its recipient, being listed is enough', () => {
     const s = placed([{ node: 'db-1', recipient: R1 }]);
     expect(cannotRead(s, 'db-1', new Map([['db-1', R1]]))).toBeNull();
-    expect(cannotRead(s, 'db-1', new Map([['db-1', R2]]))).toBe(`secret db_password is not encrypted to db-1's current recipient (db-1 re-enrolled since: its newest report names ${R2}); run mesh-cli secret rekey`);
-    expect(cannotRead(s, 'db-2', new Map())).toBe("secret db_password is not encrypted to db-2 (it is not in the secret's recipients); run mesh-cli secret rekey");
+    expect(cannotRead(s, 'db-1', new Map([['db-1', R2]]))).toBe(`secret db_password is not encrypted to db-1's current recipient (db-1 re-enrolled since: its newest report names ${R2}); no operator is among its recipients, so rekey cannot open it: set it again with mesh-cli secret set db_password --level db`);
+    expect(cannotRead(s, 'db-2', new Map())).toBe("secret db_password is not encrypted to db-2 (it is not in the secret's recipients); no operator is among its recipients, so rekey cannot open it: set it again with mesh-cli secret set db_password --level db");
     expect(cannotRead(s, 'db-1', new Map())).toBeNull();
+  });
+
+  it('says rekey when an operator is among the recipients, and set again, at the level, when none is', () => {
+    const withOperator = { ...placed([{ node: 'db-1', recipient: R1 }]), entry: { recipients: [{ node: 'db-1', recipient: R1 }, { operator: 'alice', recipient: R2 }], value: BLOCK('D') } };
+    expect(cannotRead(withOperator, 'db-2', new Map())).toBe("secret db_password is not encrypted to db-2 (it is not in the secret's recipients); run mesh-cli secret rekey");
+    expect(remedy({ ...placed([]), level: 'nodes' })).toBe('no operator is among its recipients, so rekey cannot open it: set it again with mesh-cli secret set db_password');
+    expect(remedy({ ...placed([]), level: 'nodes/db/eu/db-2' })).toBe('no operator is among its recipients, so rekey cannot open it: set it again with mesh-cli secret set db_password --level db/eu/db-2');
   });
 });
 

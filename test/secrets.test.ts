@@ -222,6 +222,33 @@ describe('secrets: values only the nodes they are for can read', { timeout: 240_
     }
   });
 
+  it('a node that cannot open a secret no operator can open is told to set it again: rekey could not open it either', async () => {
+    const mesh = readFileSync(join(fleet.checkout, 'mesh.yaml'), 'utf8');
+    const dbSecrets = readFileSync(join(fleet.checkout, 'nodes/db/secrets.yaml'), 'utf8');
+    const dbApp = readFileSync(join(fleet.checkout, 'nodes/db/app.yaml'), 'utf8');
+    writeFileSync(join(fleet.checkout, 'mesh.yaml'), mesh.slice(0, mesh.indexOf('operators:')));
+    const set = await cliWithInput(fleet.checkout, 'x', 'secret', 'set', 'token', '--level', 'web');
+    expect(set.stdout).toBe('nodes/web/secrets.yaml: token encrypted to web-1; commit and push it\n');
+    const tokenEntry = readFileSync(join(fleet.checkout, 'nodes/web/secrets.yaml'), 'utf8');
+    writeFileSync(join(fleet.checkout, 'mesh.yaml'), mesh);
+    try {
+      // db-1 reads a copy encrypted to web-1 alone: nobody else, no operator, can open it.
+      await fleet.commit({
+        'nodes/web/secrets.yaml': null,
+        'nodes/db/secrets.yaml': `${dbSecrets}${tokenEntry}`,
+        'nodes/db/app.yaml': `${dbApp}  - type: file\n    path: /etc/token\n    template: true\n    content: "{{ secrets.token }}"\n`,
+      }, 'db-1 asks for a token only web-1 can open');
+      const remedy = 'no operator is among its recipients, so rekey cannot open it: set it again with mesh-cli secret set token --level db';
+      const closed = await pass('db-1');
+      expect(line(closed.report, 'file:/etc/token')).toEqual({ id: 'file:/etc/token', result: 'failed', error: `secret token is not encrypted to this node; ${remedy}` });
+      expect(line(closed.report, 'file:/etc/db.conf')).toMatchObject({ result: 'unchanged' }); // its secret names alice: rekey is still the answer there
+      const validate = await cli(fleet.checkout, 'validate');
+      expect(validate.stdout).toMatch(new RegExp(`^nodes/db/secrets\\.yaml:\\d+:1: secret token is not encrypted to db-1 \\(it is not in the secret's recipients\\); ${remedy}\n$`));
+    } finally {
+      await fleet.commit({ 'nodes/db/secrets.yaml': dbSecrets, 'nodes/db/app.yaml': dbApp }, 'db-1 no longer asks for the token');
+    }
+  });
+
   it('retire and revoke list the secrets whose values must change', async () => {
     const revoked = await cli(fleet.checkout, 'revoke', 'web-1', '--json');
     expect(JSON.parse(revoked.stdout).secrets).toEqual([]);

@@ -16,7 +16,8 @@ import type { Declaration, LoadOptions, TreeReader } from '../../core/declaratio
 import { renderDeclaration } from '../../core/declaration/render.js';
 import { findNode } from '../../core/fleet/layout.js';
 import { decryptWith, identityFileText, newIdentity, parseIdentityFile } from '../../core/secrets/age.js';
-import { nodeSecrets } from '../../core/secrets/levels.js';
+import { nodeSecrets, type PlacedSecret } from '../../core/secrets/levels.js';
+import { remedy } from '../../core/secrets/recipients.js';
 import { writeFileAtomic } from '../atomic.js';
 import type { HostPaths } from '../paths.js';
 import { markSensitive } from '../store/seal.js';
@@ -60,9 +61,9 @@ export function writeIdentity(paths: HostPaths, id: { identity: string; recipien
   writeFileAtomic(paths.ageIdentity, identityFileText(id, now), 0o600);
 }
 
-/** The message of a resource that reads `name` when the node cannot open it. */
-export function notForThisNode(name: string): string {
-  return `secret ${name} is not encrypted to this node; run mesh-cli secret rekey`;
+/** The message of a resource that reads secret `name` (`placed`: as this node's levels hold it) when the node cannot open it. */
+export function notForThisNode(name: string, placed: PlacedSecret | undefined): string {
+  return `secret ${name} is not encrypted to this node; ${placed ? remedy(placed) : 'run mesh-cli secret rekey'}`;
 }
 
 /** `declaration` (stand-ins) with the resources that read a secret rendered with their values. */
@@ -71,8 +72,8 @@ export async function reveal(paths: HostPaths, tree: TreeReader, node: string, o
   const place = opts.place ?? (await findNode(tree, node, opts.hint));
   const identity = readIdentity(paths)?.identity ?? null;
   const values: Record<string, string> = {};
-  if (place !== null && identity !== null) {
-    const { secrets } = await nodeSecrets((p) => tree.read(p), place);
+  const secrets = place === null ? new Map<string, PlacedSecret>() : (await nodeSecrets((p) => tree.read(p), place)).secrets;
+  if (identity !== null) {
     for (const [name, placed] of secrets) {
       const value = await decryptWith(identity, placed.entry.value).catch(() => null);
       if (value !== null) values[name] = value;
@@ -91,7 +92,7 @@ export async function reveal(paths: HostPaths, tree: TreeReader, node: string, o
     }
     const closed = names.filter((n) => !Object.hasOwn(values, n));
     const real = byId.get(id);
-    if (closed.length > 0 || real === undefined) failed.push({ id, result: 'failed', error: closed.map(notForThisNode).join('; ') || 'its secrets could not be rendered with their values' });
+    if (closed.length > 0 || real === undefined) failed.push({ id, result: 'failed', error: closed.map((name) => notForThisNode(name, secrets.get(name))).join('; ') || 'its secrets could not be rendered with their values' });
     else resources.push(markSensitive({ ...real }));
   }
   return { resources, failed, values: Object.values(values) };

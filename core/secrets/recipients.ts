@@ -40,14 +40,22 @@ export function sameRecipients(a: SecretRecipient[], b: SecretRecipient[]): bool
 export function cannotRead(secret: PlacedSecret, node: string, current: CurrentRecipients): string | null {
   const listed = secret.entry.recipients.filter((r) => 'node' in r && r.node === node);
   const now = current.get(node);
-  if (now === undefined || now === null) {
-    if (listed.length > 0) return null;
-    return `secret ${secret.name} is not encrypted to ${node} (it is not in the secret's recipients); run mesh-cli secret rekey`;
-  }
+  if ((now === undefined || now === null) && listed.length > 0) return null;
   if (listed.some((r) => r.recipient === now)) return null;
   return listed.length > 0
-    ? `secret ${secret.name} is not encrypted to ${node}'s current recipient (${node} re-enrolled since: its newest report names ${now}); run mesh-cli secret rekey`
-    : `secret ${secret.name} is not encrypted to ${node} (it is not in the secret's recipients); run mesh-cli secret rekey`;
+    ? `secret ${secret.name} is not encrypted to ${node}'s current recipient (${node} re-enrolled since: its newest report names ${now}); ${remedy(secret)}`
+    : `secret ${secret.name} is not encrypted to ${node} (it is not in the secret's recipients); ${remedy(secret)}`;
+}
+
+/**
+ * What makes `secret` readable by a node that cannot open it: `secret rekey` when an operator is
+ * among its recipients (rekey opens it with an operator's identity); else nobody can open it to
+ * re-encrypt it, and it must be set again at its level.
+ */
+export function remedy(secret: PlacedSecret): string {
+  if (secret.entry.recipients.some((r) => 'operator' in r)) return 'run mesh-cli secret rekey';
+  const level = secret.level === 'nodes' ? '' : ` --level ${secret.level.slice('nodes/'.length)}`;
+  return `no operator is among its recipients, so rekey cannot open it: set it again with mesh-cli secret set ${secret.name}${level}`;
 }
 
 /** The secrets (from `entries`, each file's) whose list names `node`: what must change when the node leaves (retire, revoke). */
