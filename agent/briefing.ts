@@ -13,6 +13,7 @@ import { messageOf } from '../core/errors.js';
 import { hasPackageManager } from './profile.js';
 import type { Store } from './store/store.js';
 import { verifyReport } from '../core/report/verify.js';
+import { sameKey } from '../core/sign/sshsig.js';
 
 /** Largest difference from the git server's clock that a node may have. */
 export const MAX_CLOCK_SKEW_MS = 5 * 60_000;
@@ -63,6 +64,15 @@ export function rootWritableLine(root: string): BriefingLine {
   }
 }
 
+/** Whether `held` (a public key line, or null) is the key `named` (a report's nodeKey, which may say anything). */
+function heldBy(held: string | null, named: string): boolean {
+  try {
+    return held !== null && sameKey(held, named);
+  } catch {
+    return false;
+  }
+}
+
 /** The last report the server holds for the node: its status.json and signature, or null when it has none. */
 export interface LastReport {
   status: string | null;
@@ -71,10 +81,15 @@ export interface LastReport {
 
 /**
  * Recover the owned set into an empty store from the node's last report, when that report's
- * chain verifies against node.yaml (an earlier generation, since a token is used only once).
- * A store that exists is kept: this machine still knows what it owns.
+ * chain verifies against node.yaml (an earlier generation, since a token is used only once) and
+ * this machine made it: it still holds the node key that signed it (`heldKey`, its public line,
+ * null when it holds none), and lost only its store. A machine that does not (rebuilt, or new
+ * under the same name) holds nothing of what the report lists: it starts with an empty store, as
+ * a new machine, so that its first pass neither calls what it creates drift nor, later, removes
+ * as its own a file this machine already had. A store that exists is kept: this machine still
+ * knows what it owns.
  */
-export function recoverStore(store: Store, node: string, last: LastReport | null, identity: NodeIdentity): BriefingLine {
+export function recoverStore(store: Store, node: string, last: LastReport | null, identity: NodeIdentity, heldKey: string | null): BriefingLine {
   const check = 'store recovered';
   if (!store.fresh) return { check, ok: true, detail: `kept the existing store (${store.data.owned.length} records)` };
   if (!last) return { check, ok: true, detail: `new store: reports/${node} has no earlier report` };
@@ -88,6 +103,9 @@ export function recoverStore(store: Store, node: string, last: LastReport | null
         `the last report on reports/${node} does not verify (${verified.signature}: ${verified.reason}); nothing recovered, so what mesh owned here is not known. ` +
         `If this machine owns nothing of mesh's (a new machine), delete that branch as the operator ('git push origin --delete reports/${node}'), then issue a new token and enrol again`,
     };
+  }
+  if (!heldBy(heldKey, report.nodeKey)) {
+    return { check, ok: true, detail: `new store: report #${report.sequence} on reports/${node} was signed with a node key this machine does not hold, so another machine made it (this one was rebuilt, or is new): nothing it lists is here, and this machine starts owning nothing` };
   }
   // The report keeps no copy of what was there before mesh: mark it unknown, so that un-declaring releases it.
   store.data.owned = report.owned.map((r) => (r.prior?.existed ? { ...r, prior: { existed: true, known: false } } : r));

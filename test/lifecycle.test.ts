@@ -388,6 +388,40 @@ describe('store loss', () => {
     expect(run.body.owned.map((o: { id: string }) => o.id)).toEqual(['directory:/srv/made']);
   });
 
+  it('a rebuilt machine, re-enrolled without the node key of its last report, starts owning nothing: what it makes is no drift, and un-declaring gives back its own file', async () => {
+    const old = await fleet.enrol('st-3');
+    await fleet.commit({ 'nodes/st-3/base.yaml': 'resources:\n  - type: file\n    path: /etc/app.conf\n    content: "app\\n"\n  - type: file\n    path: /etc/motd\n    content: "fleet\\n"\n' }, 'st-3');
+    expect((await hostCmd(old, 'run', '--once')).code).toBe(0);
+    expect((await lastReport(fleet, 'st-3')).owned.map((o: { id: string; prior: unknown }) => [o.id, o.prior])).toEqual([['file:/etc/app.conf', { existed: false }], ['file:/etc/motd', { existed: false }]]);
+
+    // The machine is rebuilt: a new disk with the distribution's own /etc/motd, none of mesh's files, and the same name.
+    const rebuilt = machine(fleet, 'st-3-rebuilt');
+    writeFileSync(join(rebuilt, 'etc/motd'), 'welcome to debian\n');
+    const enrolled = await host(rebuilt, 'enrol', '--token-file', await token(fleet, 'st-3'));
+    expect(enrolled.code, enrolled.stderr).toBe(0);
+    expect(enrolled.body.briefing.find((l: { check: string }) => l.check === 'store recovered')).toEqual({
+      check: 'store recovered',
+      ok: true,
+      detail: 'new store: report #2 on reports/st-3 was signed with a node key this machine does not hold, so another machine made it (this one was rebuilt, or is new): nothing it lists is here, and this machine starts owning nothing',
+    });
+    const first = await host(rebuilt, 'run', '--once');
+    expect(first.code, first.stderr).toBe(0);
+    // Neither line says drift: nothing here was mesh's to drift.
+    expect(first.body.resources).toEqual([
+      { id: 'file:/etc/app.conf', result: 'created', changes: ['absent, should be a file'] },
+      { id: 'file:/etc/motd', result: 'updated', changes: ['content differs'] },
+    ]);
+
+    await fleet.commit({ 'nodes/st-3/base.yaml': 'resources:\n  - type: file\n    path: /etc/app.conf\n    content: "app\\n"\n' }, 'st-3: no motd');
+    const less = await host(rebuilt, 'run', '--once');
+    expect(less.code, less.stderr).toBe(0);
+    expect(less.body.resources).toEqual([
+      { id: 'file:/etc/app.conf', result: 'unchanged' },
+      { id: 'file:/etc/motd', result: 'restored', changes: ['restored /etc/motd to what was there before mesh took it over'] },
+    ]);
+    expect(readFileSync(join(rebuilt, 'etc/motd'), 'utf8')).toBe('welcome to debian\n');
+  });
+
   it('a report branch that does not verify makes a re-enrolled machine ineligible and says how to start afresh; deleting the branch does', async () => {
     await fleet.enrol('st-2');
     // The branch is blanked with a commit that is no report (here with the operator's credential; the node's, which its token holds, can too).

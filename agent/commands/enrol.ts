@@ -19,7 +19,7 @@ import { loadYamlOrThrow } from '../../core/load.js';
 import { VOUCH_NAMESPACE, vouchPayload, type BriefingLine } from '../../schema/report.js';
 import { TokenFile } from '../../schema/token.js';
 import { briefingOutcome, clockLine, ineligibleErrors, packageManagerLine, recoverStore, rootWritableLine, type LastReport } from '../briefing.js';
-import { readConfig, writeConfig, writeCredential, writeNodeKey, type HostConfig } from '../config.js';
+import { readConfig, readNodeKey, writeConfig, writeCredential, writeNodeKey, type HostConfig } from '../config.js';
 import { loadDeclaration, nodeDir } from '../../core/declaration/load.js';
 import { findNode } from '../../core/fleet/layout.js';
 import type { Facts } from '../../schema/facts.js';
@@ -88,7 +88,7 @@ async function enrolLocked(token: TokenFile, tokenFile: string, paths: HostPaths
     await clockLine(http, token.url, ctx.now),
     packageManagerLine(paths.root),
     rootWritableLine(paths.root),
-    recoverStore(store, token.node, last, identity),
+    recoverStore(store, token.node, last, identity, heldNodeKey(paths)),
   ];
   const failed = briefing.filter((l) => !l.ok);
   const config: HostConfig = {
@@ -126,6 +126,15 @@ async function enrolLocked(token: TokenFile, tokenFile: string, paths: HostPaths
   writeConfig(paths, config);
   rmSync(tokenFile, { force: true });
   return { node: token.node, generation: token.generation, nodeKey, url: token.url, report: oid, outcome, briefing };
+}
+
+/** The public line of the node key this machine holds from an earlier enrolment, or null when it holds none (or none that reads). */
+function heldNodeKey(paths: HostPaths): string | null {
+  try {
+    return sshPublicKey(publicKeyOf(readNodeKey(paths)));
+  } catch {
+    return null;
+  }
 }
 
 function readToken(tokenFile: string, now: Date): TokenFile {
