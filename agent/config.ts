@@ -6,6 +6,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import type { KeyObject } from 'node:crypto';
 import * as z from 'zod';
+import { MeshError, messageOf } from '../core/errors.js';
 import { loadYamlOrThrow } from '../core/load.js';
 import { BriefingLine } from '../schema/report.js';
 import { writeFileAtomic } from './atomic.js';
@@ -37,10 +38,13 @@ export const HostConfig = z.strictObject({
 });
 export type HostConfig = z.infer<typeof HostConfig>;
 
+/** What to do about a broken file that only enrolment writes. */
+const WRITTEN_AT_ENROLMENT = "mesh-host wrote it at enrolment and does not change it since: restore it from a backup, or move it away and enrol again ('mesh-cli token issue NODE', then 'mesh-host enrol --token-file F'). Until then this machine applies nothing and keeps what it has";
+
 /** The config, or null when this machine has not enrolled. A config that exists but is broken is an error. */
 export function readConfig(paths: HostPaths): HostConfig | null {
   if (!existsSync(paths.config)) return null;
-  return loadYamlOrThrow(readFileSync(paths.config, 'utf8'), paths.config, HostConfig, `the host config ${paths.config}`);
+  return loadYamlOrThrow(readFileSync(paths.config, 'utf8'), paths.config, HostConfig, `the host config ${paths.config}`, WRITTEN_AT_ENROLMENT);
 }
 
 /** Write the config (at enrolment). */
@@ -48,9 +52,19 @@ export function writeConfig(paths: HostPaths, config: HostConfig): void {
   writeFileAtomic(paths.config, JSON.stringify(config, null, 2) + '\n', 0o644);
 }
 
-/** The node's private key. */
+/** The node's private key; a key that is missing or does not read is a person's to mend (E_NODE_KEY), and says how. */
 export function readNodeKey(paths: HostPaths): KeyObject {
-  return decodePrivateKey(readFileSync(paths.nodeKey, 'utf8'));
+  let text: string;
+  try {
+    text = readFileSync(paths.nodeKey, 'utf8');
+  } catch (e) {
+    throw new MeshError('E_NODE_KEY', `the node key ${paths.nodeKey} cannot be read (${(e as NodeJS.ErrnoException).code ?? messageOf(e)}): ${WRITTEN_AT_ENROLMENT}`, { next: 'human' });
+  }
+  try {
+    return decodePrivateKey(text);
+  } catch (e) {
+    throw new MeshError('E_NODE_KEY', `the node key ${paths.nodeKey} is not one mesh-host wrote (${messageOf(e)}): ${WRITTEN_AT_ENROLMENT}`, { next: 'human' });
+  }
 }
 
 /** Write the node's private key (mode 0600). */
@@ -63,7 +77,7 @@ export const Credential = z.strictObject({ username: z.string(), password: z.str
 /** The node's git credential, if the token carried one (mode 0600). */
 export function readCredential(paths: HostPaths): z.infer<typeof Credential> | undefined {
   if (!existsSync(paths.credential)) return undefined;
-  return loadYamlOrThrow(readFileSync(paths.credential, 'utf8'), paths.credential, Credential);
+  return loadYamlOrThrow(readFileSync(paths.credential, 'utf8'), paths.credential, Credential, `the node's git credential ${paths.credential}`, WRITTEN_AT_ENROLMENT);
 }
 
 /** Write the node's git credential (mode 0600). */

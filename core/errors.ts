@@ -36,8 +36,9 @@ export class MeshError extends Error {
 export class InvalidInputError extends MeshError {
   readonly problems: Problem[];
 
-  constructor(what: string, problems: Problem[]) {
-    super('E_INVALID', `${what} is invalid:\n${problems.map(formatProblem).join('\n')}`, {
+  /** `todo`: what a person does about it, said after the problems, where the problems alone do not say. */
+  constructor(what: string, problems: Problem[], todo?: string) {
+    super('E_INVALID', `${what} is invalid:\n${problems.map(formatProblem).join('\n')}${todo ? `\n${todo}` : ''}`, {
       next: 'human',
       data: { problems },
     });

@@ -108,10 +108,10 @@ function parse(text: string): { doc: Document; lines: LineCounter } {
   return { doc, lines };
 }
 
-/** Like loadYaml, but throws an InvalidInputError naming `what`. */
-export function loadYamlOrThrow<S extends z.ZodType>(text: string, file: string, schema: S, what = file): z.output<S> {
+/** Like loadYaml, but throws an InvalidInputError naming `what`, and `todo` (what to do about it) when given. */
+export function loadYamlOrThrow<S extends z.ZodType>(text: string, file: string, schema: S, what = file, todo?: string): z.output<S> {
   const loaded = loadYaml(text, file, schema);
-  if (!loaded.ok) throw new InvalidInputError(what, loaded.problems);
+  if (!loaded.ok) throw new InvalidInputError(what, loaded.problems, todo);
   return loaded.value;
 }
 

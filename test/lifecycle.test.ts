@@ -388,6 +388,42 @@ describe('store loss', () => {
     expect(run.body.owned.map((o: { id: string }) => o.id)).toEqual(['directory:/srv/made']);
   });
 
+  it('a lost or damaged node key or config stops the host with the file and what to do, not as a bug, and changes nothing', async () => {
+    const root = await fleet.enrol('st-4');
+    await fleet.commit({ 'nodes/st-4/base.yaml': 'resources:\n  - type: file\n    path: /etc/kept.conf\n    content: "kept\\n"\n' }, 'st-4');
+    expect((await hostCmd(root, 'run', '--once')).code).toBe(0);
+    await fleet.commit({ 'nodes/st-4/base.yaml': 'resources:\n  - type: file\n    path: /etc/kept.conf\n    content: "changed\\n"\n' }, 'st-4: changed');
+    const todo = "mesh-host wrote it at enrolment and does not change it since: restore it from a backup, or move it away and enrol again ('mesh-cli token issue NODE', then 'mesh-host enrol --token-file F'). Until then this machine applies nothing and keeps what it has";
+    const keyFile = join(root, 'etc/mesh-host/node.key');
+    const configFile = join(root, 'etc/mesh-host/config.json');
+    const key = readFileSync(keyFile, 'utf8');
+    const config = readFileSync(configFile, 'utf8');
+    const before = snapshot(root);
+
+    rmSync(keyFile);
+    const lost = await hostCmd(root, 'run', '--once');
+    expect(lost.code).toBe(2);
+    expect(lost.stderr).toBe(`mesh-host: the node key ${keyFile} cannot be read (ENOENT): ${todo}\n`);
+    writeFileSync(keyFile, 'not a key\n');
+    const damaged = await hostCmd(root, 'run', '--once');
+    expect(damaged.code).toBe(2);
+    expect(damaged.stderr).toContain(`mesh-host: the node key ${keyFile} is not one mesh-host wrote (`);
+    expect(damaged.stderr).toContain(todo);
+    writeFileSync(keyFile, key, { mode: 0o600 });
+
+    writeFileSync(configFile, config.slice(0, 100));
+    const cut = await hostCmd(root, 'run', '--once');
+    expect(cut.code).toBe(2);
+    expect(cut.stderr).toMatch(new RegExp(`^mesh-host: the host config ${configFile} is invalid:\n  ${configFile}:\\d+:\\d+: .+\n`));
+    expect(cut.stderr).toContain(`\n${todo}\n`);
+    writeFileSync(configFile, config);
+
+    expect(snapshot(root)).toEqual(before);
+    expect(readFileSync(join(root, 'etc/kept.conf'), 'utf8')).toBe('kept\n');
+    expect((await hostCmd(root, 'run', '--once')).code).toBe(0);
+    expect(readFileSync(join(root, 'etc/kept.conf'), 'utf8')).toBe('changed\n');
+  });
+
   it('a rebuilt machine, re-enrolled without the node key of its last report, starts owning nothing: what it makes is no drift, and un-declaring gives back its own file', async () => {
     const old = await fleet.enrol('st-3');
     await fleet.commit({ 'nodes/st-3/base.yaml': 'resources:\n  - type: file\n    path: /etc/app.conf\n    content: "app\\n"\n  - type: file\n    path: /etc/motd\n    content: "fleet\\n"\n' }, 'st-3');

@@ -139,7 +139,7 @@ function heldNodeKey(paths: HostPaths): string | null {
 
 function readToken(tokenFile: string, now: Date): TokenFile {
   if (!existsSync(tokenFile)) throw new MeshError('E_NO_TOKEN', `token file ${tokenFile} does not exist: issue one with 'mesh-cli token issue NODE' and copy it here`);
-  const token = loadYamlOrThrow(readFileSync(tokenFile, 'utf8'), tokenFile, TokenFile, `the token file ${tokenFile}`);
+  const token = loadYamlOrThrow(readFileSync(tokenFile, 'utf8'), tokenFile, TokenFile, `the token file ${tokenFile}`, "copy the file 'mesh-cli token issue' wrote again, whole and unchanged, or issue a new token");
   if (Date.parse(token.expires) <= now.getTime()) throw expired(token.node, token.expires);
   return token;
 }
