@@ -207,6 +207,25 @@ describe('secrets: values only the nodes they are for can read', { timeout: 240_
     expect(made.report).toMatchObject({ delivery: 'pushed', recipient });
   });
 
+  it("a damaged identity stops the pass instead of being replaced: it holds the only key to the node's secrets", async () => {
+    const root = roots.get('db-1')!;
+    const file = join(root, 'etc/mesh-host/age-identity.txt');
+    const good = readFileSync(file, 'utf8');
+    const damaged = good.replace(/AGE-SECRET-KEY-1(\S+)/, (_, rest: string) => `AGE-SECRET-KEY-1${rest.slice(0, 20)}`);
+    writeFileSync(file, damaged, { mode: 0o600 });
+    try {
+      const conf = readFileSync(join(root, 'etc/db.conf'), 'utf8');
+      const stopped = await runProgram('node', [MESH_HOST, 'run', '--once', '--root', root], root);
+      expect(stopped.code).toBe(2);
+      expect(stopped.stderr).toContain(`the node's age identity ${file} cannot be read (it holds no AGE-SECRET-KEY-1 line); it holds the only key to this node's secrets, so mesh-host applies nothing and keeps it as it is.`);
+      expect(readFileSync(file, 'utf8')).toBe(damaged);
+      expect(readFileSync(join(root, 'etc/db.conf'), 'utf8')).toBe(conf);
+    } finally {
+      writeFileSync(file, good, { mode: 0o600 });
+    }
+    expect((await pass('db-1')).report.outcome).toBe('applied');
+  });
+
   it('secret set warns when no operator can read the value back, since then no rekey can re-encrypt it', async () => {
     const mesh = readFileSync(join(fleet.checkout, 'mesh.yaml'), 'utf8');
     try {
