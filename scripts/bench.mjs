@@ -31,7 +31,8 @@
 // real fleet server, warm and cold cache.
 // `node scripts/bench-floor.mjs` measures the floor under these figures: the same syscalls
 // in a tiny script, with and without what crash safety adds.
-// Results: tables on stdout and bench-results/bench.json (BENCH_SIZES=100,1000 to choose N,
+// Results: tables on stdout (with the lowest and highest mesh/cf-agent ratio of the pairs in turn)
+// and bench-results/bench.json (BENCH_SIZES=100,1000 to choose N,
 // BENCH_LANGUAGE=1000 for the language's N, either empty to skip; MESH_DIST=DIR to measure a
 // build other than dist/).
 import { execFileSync } from 'node:child_process';
@@ -152,6 +153,16 @@ const table = (rows, left) => {
   for (const r of rows) console.log(r.map((c, i) => (i < left ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  '));
 };
 if (rows.length > 1) table(rows, 2);
+// Each run of mesh was paired with the cf-agent run right after it: the spread of the pairs'
+// ratios says how much of a median's distance from a goal the machine's own swing could be.
+for (const [n, { mesh, cfAgent }] of Object.entries(results.sizes)) {
+  if (!cfAgent) continue;
+  const spreads = SCENARIOS.filter((sc) => !sc.meshOnly).map((sc) => {
+    const ratios = mesh[sc.name].runs.map((r, i) => r.wallMs / cfAgent[sc.name].runs[i].wallMs).sort((a, b) => a - b);
+    return `${sc.name} ${f(ratios[0], 2)}–${f(ratios.at(-1), 2)}`;
+  });
+  console.log(`${n} files, mesh/cf wall pair by pair (lowest–highest of ${RUNS}): ${spreads.join(', ')}`);
+}
 if (LANGUAGE.length) {
   console.log(`${rows.length > 1 ? '\n' : ''}the language's cost: no-op pass, literal files against the same files templated (a variable, a fact, a loop)`);
   table(languageRows(results.language), 3);
