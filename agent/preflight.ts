@@ -142,7 +142,7 @@ function needsUnderOf(r: Resource): string[] {
 }
 
 /** What `r` needs, as its handler says; a type without a handler needs nothing (it fails with its own error). */
-export function needs(r: Resource): Need[] {
+function needs(r: Resource): Need[] {
   try {
     return handlerFor(r).needs?.(r) ?? [];
   } catch {

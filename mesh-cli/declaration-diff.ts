@@ -8,7 +8,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { plan } from '../core/plan.js';
 import type { Resource } from '../schema/declaration.js';
 import { resourceId } from '../schema/resource-id.js';
-import { unitFile } from '../core/declaration/unit-file.js';
+import { dropInDir, unitFile } from '../core/declaration/unit-file.js';
 import type { OwnedRecord } from '../schema/report.js';
 import { safeDiff, SENSITIVE_CHANGE } from '../core/unified-diff.js';
 
@@ -102,7 +102,7 @@ function triggersOf(head: Resource[], changes: ResourceChange[]): Trigger[] {
     } else if (r.type === 'service') {
       const watched = new Set(r.restartOn);
       const by = [...changed].filter((id) => watched.has(pathOf.get(id) ?? ''));
-      const unit = [...changed].filter((id) => pathOf.get(id) === unitFile(r.name) || pathOf.get(id)?.startsWith(`${unitFile(r.name)}.d/`));
+      const unit = [...changed].filter((id) => pathOf.get(id) === unitFile(r.name) || pathOf.get(id)?.startsWith(dropInDir(r.name)));
       if (by.length) triggers.push({ id: resourceId(r), action: 'restart', by });
       else if (unit.length) triggers.push({ id: resourceId(r), action: 'reload', by: unit });
     }

@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { ServiceResource } from '../../schema/declaration.js';
 import { MeshError } from '../../core/errors.js';
-import { unitFile } from '../../core/declaration/unit-file.js';
+import { dropInDir, unitFile } from '../../core/declaration/unit-file.js';
 import type { Handler, ResourceContext } from './handler.js';
 
 /** The systemd that runs the machine at a root, or the reason there is none. */
@@ -55,7 +55,6 @@ export function systemdFor(ctx: ServiceContext): ServiceManager {
     reloadIfStale,
   };
 }
-
 
 async function systemctl(ctx: ResourceContext, args: string[], offline = false): Promise<string> {
   const root = resolve(ctx.root);
@@ -113,9 +112,9 @@ export const serviceHandler: Handler<ServiceResource> = {
     ...(r.restartOn ?? []).flatMap((p) => ['file', 'directory', 'symlink'].map((type) => ({ id: `${type}:${p}`, field: 'restartOn' }))),
   ],
   // Its drop-ins (NAME.service.d/*.conf), where the fleet declares them, likewise.
-  needsUnder: (r) => [`${unitFile(r.name)}.d/`],
+  needsUnder: (r) => [dropInDir(r.name)],
   unverifiable: serviceUnverifiable,
-  watches: (r) => [...new Set([unitFile(r.name), `${unitFile(r.name)}.d/`, ...(r.restartOn ?? [])])],
+  watches: (r) => [...new Set([unitFile(r.name), dropInDir(r.name), ...(r.restartOn ?? [])])],
   refresh: restartService,
   wouldRefresh: (r, changed, ctx) => {
     if (changed.some((p) => r.restartOn?.includes(p))) return 'a pass would restart it';

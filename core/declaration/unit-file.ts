@@ -9,3 +9,8 @@ const UNIT_SUFFIX = /\.(service|socket|device|mount|automount|swap|target|path|t
 export function unitFile(name: string): string {
   return `/etc/systemd/system/${UNIT_SUFFIX.test(name) ? name : `${name}.service`}`;
 }
+
+/** The folder of that unit file's drop-ins (NAME.service.d/), ending in /. */
+export function dropInDir(name: string): string {
+  return `${unitFile(name)}.d/`;
+}
