@@ -126,7 +126,7 @@ function problemsOf(issue: z.core.$ZodIssue, doc: Document, lines: LineCounter, 
   if (issue.code === 'invalid_union' && 'discriminator' in issue && issue.discriminator) {
     const node = doc.getIn(path, true) as Node | undefined;
     const value = isScalar(node) ? `unknown ${issue.discriminator} '${String(node.value)}'` : `missing field '${issue.discriminator}'`;
-    return [{ file, ...where(node), message: `${field}${value}${expected(issue)}` }];
+    return [{ file, ...where(node), message: `${field}${value}${expected(issue)}${node === undefined ? asKey(issue, doc.getIn(path.slice(0, -1), true) as Node | undefined) : ''}` }];
   }
   if (issue.code === 'invalid_key' && path.length > 0) {
     // A map key that breaks the rule: point at the key, with the rule's own message.
@@ -139,6 +139,22 @@ function problemsOf(issue: z.core.$ZodIssue, doc: Document, lines: LineCounter, 
     return [{ file, ...where(undefined), message: `${field}missing required field` }];
   }
   return [{ file, ...where(undefined), message: `${field}${issue.message}` }];
+}
+
+/**
+ * A map missing its discriminator that holds one of its values as a key, as Ansible and Salt write
+ * it (`- file: /etc/motd` for `- type: file` and `path: /etc/motd`): what to write instead.
+ */
+function asKey(issue: z.core.$ZodIssue & { discriminator?: string }, map: Node | undefined): string {
+  const { isMap, isPair, isScalar } = yaml();
+  const options = (issue as { options?: unknown[] }).options;
+  if (!isMap(map) || !Array.isArray(options)) return '';
+  const pair = map.items.find((p) => isPair(p) && isScalar(p.key) && options.includes(p.key.value));
+  if (!pair || !isScalar(pair.key)) return '';
+  const key = String(pair.key.value);
+  const value = isScalar(pair.value) && pair.value.value !== null ? String(pair.value.value) : null;
+  const field = value === null ? '' : `, and give ${value} its own field (${value.startsWith('/') ? 'path' : 'name'}: ${value})`;
+  return `; '${key}:' is a ${issue.discriminator}, not a field: write '${issue.discriminator}: ${key}'${field}`;
 }
 
 function expected(issue: z.core.$ZodIssue): string {

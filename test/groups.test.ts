@@ -218,6 +218,20 @@ describe('validate and plan read the layout', { timeout: 90_000 }, () => {
     expect(r.stderr).toBe('note: no reports fetched: skipped the check that ineligible nodes are given no resources\nvalid: 3 nodes, 1 role, mesh.yaml\n');
   });
 
+  it('validate says how to write a resource whose type is given as a key, as Ansible and Salt write it', async () => {
+    writeFileSync(join(f.checkout, 'nodes/web/shorthand.yaml'), 'resources:\n  - file: /etc/motd\n    content: "hi\\n"\n  - package: nginx\n');
+    try {
+      const r = await cli(f.checkout, 'validate', '--no-fetch');
+      expect(r.code).toBe(1);
+      expect(r.stdout.split('\n').filter(Boolean)).toEqual([
+        "nodes/web/shorthand.yaml:2:5: resources.0.type: missing field 'type' (expected one of: file, directory, symlink, package, service, user, group, command); 'file:' is a type, not a field: write 'type: file', and give /etc/motd its own field (path: /etc/motd)",
+        "nodes/web/shorthand.yaml:4:5: resources.1.type: missing field 'type' (expected one of: file, directory, symlink, package, service, user, group, command); 'package:' is a type, not a field: write 'type: package', and give nginx its own field (name: nginx)",
+      ]);
+    } finally {
+      rmSync(join(f.checkout, 'nodes/web/shorthand.yaml'));
+    }
+  });
+
   it('validate names the layout\'s problems, renders the files of a group no node is in, and warns of literal templates', async () => {
     const broken: Record<string, string> = {
       'nodes/db/web-2/node.yaml': 'node: web-2\ngeneration: 1\n',
