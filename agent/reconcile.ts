@@ -11,6 +11,10 @@
  *   key the host trusts, and descending from the last commit it accepted. A refused tip is
  *   reported `untrusted` (with the commit and its signer), and the pass reconciles the last
  *   accepted commit instead, so drift is corrected but nothing of the refused commit is used.
+ * settings: a commit this host has not applied yet, whose mesh.yaml does not read (a garbled
+ *   signer's key, a typo), applies nothing of itself, as a declaration that does not validate:
+ *   the report names the problem, and the last declaration applied is still enforced. (Trust and
+ *   shards already keep what they had: they take only a mesh.yaml that reads.)
  * assign: read nodes/<node>/node.yaml at that commit. A generation other than the host's own
  *   means its identity was revoked: it stops and says so. A retired node, and a node whose
  *   briefing failed at enrolment (ineligible), get the empty declaration instead of theirs:
@@ -34,8 +38,8 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import { NodeIdentity } from '../schema/fleet.js';
-import { loadYamlOrThrow } from '../core/load.js';
+import { MeshConfig, NodeIdentity } from '../schema/fleet.js';
+import { loadYaml, loadYamlOrThrow } from '../core/load.js';
 import type { Report } from '../schema/report.js';
 import { applyDeclaration } from './apply-declaration.js';
 import { ineligibleErrors } from './briefing.js';
@@ -43,7 +47,7 @@ import { withDeclarationCache } from './declaration-cache.js';
 import { loadDeclarationWith, type LoadOptions, type TreeReader } from '../core/declaration/declaration.js';
 import { findNode, NOT_DECLARATIONS } from '../core/fleet/layout.js';
 import { collectFacts } from './facts.js';
-import { MeshError, messageOf, type NextStep } from '../core/errors.js';
+import { MeshError, messageOf, type NextStep, type Problem } from '../core/errors.js';
 import type { Host } from './host.js';
 import { buildReport, continueFromServer, recordReport, sameAsLast, sendReports, type ReportBody } from './report.js';
 import { credentialRefused, nothingApplied, sealed, trustStage } from './trust/gate.js';
@@ -84,7 +88,10 @@ export async function reconcile(host: Host, opts: { heartbeatMs: number }): Prom
   const commit = gate.commit;
   if (commit !== null && commit !== host.store.data.lastApplied?.commit) await followShard(host, commit);
   let body = nothingApplied(gate);
-  if (commit !== null) {
+  const unread = commit === null ? [] : await settingsProblems(host, commit);
+  if (commit !== null && unread.length > 0) {
+    body = await keepLastGood(host, commit, { kind: 'reconcile', commit, digest: null, outcome: 'failed', errors: unread.map((p) => ({ code: 'E_INVALID', ...p })), resources: [] });
+  } else if (commit !== null) {
     const assignment = await assign(host, withDeclarationCache(host.repo.tree(commit), join(host.paths.stateDir, 'declaration-cache.json')));
     body = labelled(assignment, await applyDeclaration(host, assignment.tree, commit, assignment.opts));
     if (body.digest === null && body.errors.some((e) => e.code === 'E_INVALID')) body = await keepLastGood(host, commit, body);
@@ -130,6 +137,19 @@ export async function contact(host: Host, record = true): Promise<{ commit: stri
     host.log.warn({ err: messageOf(e), commit: last }, 'fleet unreachable: reconciling the last fetched declaration');
     return { commit: last, disconnected: messageOf(e), next: e.next };
   }
+}
+
+/**
+ * The problems of mesh.yaml at `commit` when this host has not applied that commit yet (none when
+ * it reads, or there is none); a commit applied before was checked then, and a pass over it reads
+ * no settings.
+ */
+export async function settingsProblems(host: Host, commit: string): Promise<Problem[]> {
+  if (commit === host.store.data.lastApplied?.commit) return [];
+  const text = await host.repo.tree(commit).read('mesh.yaml').catch(() => null);
+  if (text === null) return [];
+  const loaded = loadYaml(text, 'mesh.yaml', MeshConfig);
+  return loaded.ok ? [] : loaded.problems;
 }
 
 /** What `tree` gives this node: its declaration, or nothing as retired or ineligible. `remember` (not under --noop) keeps where its folder is, a hint for the next pass. */

@@ -1,8 +1,12 @@
 /** mesh.yaml (fleet settings) and nodes/<node>/node.yaml (a node's identity, written by mesh-cli). */
 import * as z from 'zod';
 import { NODE_NAME } from './node-name.js';
+import { ed25519Blob } from './signing.js';
 
-const sshKey = z.string().regex(/^ssh-ed25519 [A-Za-z0-9+/=]+( .*)?$/, { message: 'must be an OpenSSH ed25519 public key ("ssh-ed25519 AAAA...")' });
+const sshKey = z
+  .string()
+  .regex(/^ssh-ed25519 [A-Za-z0-9+/=]+( .*)?$/, { message: 'must be an OpenSSH ed25519 public key ("ssh-ed25519 AAAA...")', abort: true })
+  .refine((line) => ed25519Blob(line) !== null, { message: 'is not a whole ed25519 key: its base64 does not decode to one (garbled or cut short): copy the whole line of the .pub file again' });
 
 export { NODE_NAME };
 export const NodeName = z.string().regex(NODE_NAME, { message: 'node names are lower-case letters, digits and -, at most 63 characters' });

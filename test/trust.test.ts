@@ -254,6 +254,30 @@ describe('who may sign changes only through a commit a trusted key signed', () =
     expect((await host(root, 'run', '--once')).body).toMatchObject({ outcome: 'untrusted', commit: byBob });
   });
 
+  it('a signed commit whose mesh.yaml garbles the only key applies nothing, and the fleet takes the fix signed by that key', async () => {
+    const before = readFileSync(join(root, 'etc/motd'), 'utf8');
+    const cut = publicKey(carol).slice(0, -4);
+    const garbled = await commitWith(fleet, { ...meshYaml(fleet, (m) => void (m.signers = [{ name: 'carol', key: cut }])), ...motd('garbled') }, 'carol, cut short', signedBy(carol));
+    const line = readFileSync(join(fleet.checkout, 'mesh.yaml'), 'utf8').split('\n').findIndex((l) => /^\s*key:/.test(l)) + 1;
+    const validate = await cli(fleet.checkout, 'validate', '--no-fetch');
+    expect(validate.code).toBe(1);
+    expect(validate.stdout).toContain(`mesh.yaml:${line}:10: signers.0.key: is not a whole ed25519 key`);
+    const noop = await hostCmd(root, 'run', '--once', '--noop');
+    expect(noop.code).toBe(1);
+    expect(noop.stdout + noop.stderr).toContain(`mesh.yaml:${line}:`);
+    const run = await host(root, 'run', '--once');
+    expect(run.code).toBe(1);
+    expect(run.body).toMatchObject({ outcome: 'failed', commit: garbled, signer: { name: 'carol' } });
+    expect(run.body.errors.map((e: { code: string; line?: number; message: string }) => [e.code, e.line ?? null, e.message])).toEqual([
+      ['E_INVALID', line, 'signers.0.key: is not a whole ed25519 key: its base64 does not decode to one (garbled or cut short): copy the whole line of the .pub file again'],
+      ['E_KEPT_LAST_GOOD', null, expect.stringContaining(`${garbled.slice(0, 12)} does not validate`)],
+    ]);
+    expect(readFileSync(join(root, 'etc/motd'), 'utf8')).toBe(before);
+    const fixed = await commitWith(fleet, { ...meshYaml(fleet, (m) => void (m.signers = [{ name: 'carol', key: publicKey(carol) }])), ...motd('fixed') }, 'carol, whole again', signedBy(carol));
+    expect((await host(root, 'run', '--once')).body).toMatchObject({ outcome: 'applied', commit: fixed, signer: { name: 'carol' } });
+    expect(readFileSync(join(root, 'etc/motd'), 'utf8')).toBe('fixed\n');
+  });
+
   it('trust: none takes effect only from a trusted commit, and status then says so on every line', async () => {
     const none = meshYaml(fleet, (m) => void (m.trust = 'none'));
     const sneaky = await commitWith(fleet, none, 'trust none (unsigned)', unsigned);

@@ -8,7 +8,7 @@ import { loadDeclarationWith } from '../../core/declaration/declaration.js';
 import type { Logger } from '../log.js';
 import { openHost } from '../host.js';
 import { previewDeclaration, type Preview } from '../preview.js';
-import { assign, contact } from '../reconcile.js';
+import { assign, contact, settingsProblems } from '../reconcile.js';
 import type { HostContext } from '../resources/handler.js';
 import { trustStage } from '../trust/gate.js';
 import { placed } from '../../core/errors.js';
@@ -28,6 +28,8 @@ export async function noopPass(hostCtx: HostContext, log: Logger): Promise<NoopR
   const gate = await trustStage(host, tip, false);
   if (gate.refusal) notes.push(`${gate.refusal.message}: a pass would go on enforcing the last accepted commit`);
   if (gate.commit === null) return { commit: null, notes, preview: null };
+  const unread = await settingsProblems(host, gate.commit);
+  if (unread.length > 0) return { commit: gate.commit, notes, preview: { lines: [], inSync: 0, problems: unread.map((p) => ({ message: placed(p) })) } };
   const assignment = await assign(host, host.repo.tree(gate.commit), false);
   notes.push(...assignment.errors.map((e) => e.message));
   const loaded = await loadDeclarationWith(assignment.tree, host.config.node, assignment.opts, host.ctx.load.parser);
