@@ -12,7 +12,7 @@
  *   reported `untrusted` (with the commit and its signer), and the pass reconciles the last
  *   accepted commit instead, so drift is corrected but nothing of the refused commit is used.
  * settings: a commit this host has not applied yet, whose mesh.yaml does not read (a garbled
- *   signer's key, a typo), applies nothing of itself, as a declaration that does not validate:
+ *   signer's key, a typo, trust: signed with no signer: core/trust/check.ts fleetSettings), applies nothing of itself, as a declaration that does not validate:
  *   the report names the problem, and the last declaration applied is still enforced. (Trust and
  *   shards already keep what they had: they take only a mesh.yaml that reads.)
  * assign: read nodes/<node>/node.yaml at that commit. A generation other than the host's own
@@ -38,8 +38,9 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import { MeshConfig, NodeIdentity } from '../schema/fleet.js';
-import { loadYaml, loadYamlOrThrow } from '../core/load.js';
+import { NodeIdentity } from '../schema/fleet.js';
+import { loadYamlOrThrow } from '../core/load.js';
+import { fleetSettings } from '../core/trust/check.js';
 import type { Report } from '../schema/report.js';
 import { applyDeclaration } from './apply-declaration.js';
 import { ineligibleErrors } from './briefing.js';
@@ -148,7 +149,7 @@ export async function settingsProblems(host: Host, commit: string): Promise<Prob
   if (commit === host.store.data.lastApplied?.commit) return [];
   const text = await host.repo.tree(commit).read('mesh.yaml').catch(() => null);
   if (text === null) return [];
-  const loaded = loadYaml(text, 'mesh.yaml', MeshConfig);
+  const loaded = fleetSettings(text);
   return loaded.ok ? [] : loaded.problems;
 }
 

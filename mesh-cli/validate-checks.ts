@@ -13,7 +13,8 @@ import { NODES, NOT_DECLARATIONS, placeOfDir, readLayout, type FleetLayout, type
 import { PLACEHOLDER_FACTS } from '../schema/facts.js';
 import type { Problem } from '../core/errors.js';
 import { RoleFile } from '../schema/declaration.js';
-import { MeshConfig, NODE_NAME, NodeIdentity } from '../schema/fleet.js';
+import { NODE_NAME, NodeIdentity } from '../schema/fleet.js';
+import { fleetSettings } from '../core/trust/check.js';
 import { checkYaml, loadYaml, positionIn, readYaml } from '../core/load.js';
 import type { FleetTree } from './tree.js';
 import { nodeSecrets } from '../core/secrets/levels.js';
@@ -39,7 +40,7 @@ export async function checkTree(tree: FleetTree, ineligible: Map<string, string>
   const problems: Problem[] = [];
   const meshYaml = await tree.read('mesh.yaml');
   if (meshYaml === null) problems.push({ file: 'mesh.yaml', line: 1, col: 1, message: 'mesh.yaml is missing: every fleet repo has one (mesh-cli init writes it)' });
-  else problems.push(...problemsOf(loadYaml(meshYaml, 'mesh.yaml', MeshConfig)));
+  else problems.push(...problemsOf(fleetSettings(meshYaml)));
 
   const roles = await filesUnder(tree, 'roles');
   for (const role of roles) problems.push(...roleProblems((await tree.read(role)) ?? '', role));

@@ -243,7 +243,7 @@ describe('command: beside a service restartOn', () => {
 describe('command: bad input', () => {
   function fleet(files: Record<string, string>): string {
     const repo = tempDir('mesh-cmd-fleet-');
-    for (const [path, text] of Object.entries({ 'mesh.yaml': 'name: t\n', 'nodes/web-1/node.yaml': 'node: web-1\ngeneration: 1\n', ...files })) {
+    for (const [path, text] of Object.entries({ 'mesh.yaml': 'name: t\ntrust: none\n', 'nodes/web-1/node.yaml': 'node: web-1\ngeneration: 1\n', ...files })) {
       mkdirSync(dirname(join(repo, path)), { recursive: true });
       writeFileSync(join(repo, path), text);
     }

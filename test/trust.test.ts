@@ -254,7 +254,7 @@ describe('who may sign changes only through a commit a trusted key signed', () =
     expect((await host(root, 'run', '--once')).body).toMatchObject({ outcome: 'untrusted', commit: byBob });
   });
 
-  it('a signed commit whose mesh.yaml garbles the only key applies nothing, and the fleet takes the fix signed by that key', async () => {
+  it('a signed commit whose mesh.yaml garbles the only key, or lists none, applies nothing, and the fleet takes the fix signed by that key', async () => {
     const before = readFileSync(join(root, 'etc/motd'), 'utf8');
     const cut = publicKey(carol).slice(0, -4);
     const garbled = await commitWith(fleet, { ...meshYaml(fleet, (m) => void (m.signers = [{ name: 'carol', key: cut }])), ...motd('garbled') }, 'carol, cut short', signedBy(carol));
@@ -272,6 +272,11 @@ describe('who may sign changes only through a commit a trusted key signed', () =
       ['E_INVALID', line, 'signers.0.key: is not a whole ed25519 key: its base64 does not decode to one (garbled or cut short): copy the whole line of the .pub file again'],
       ['E_KEPT_LAST_GOOD', null, expect.stringContaining(`${garbled.slice(0, 12)} does not validate`)],
     ]);
+    expect(readFileSync(join(root, 'etc/motd'), 'utf8')).toBe(before);
+    // No signer at all, under trust: signed, is the same dead end, refused the same way.
+    const none = await commitWith(fleet, { ...meshYaml(fleet, (m) => void (m.signers = [])), ...motd('nobody') }, 'no signer left', signedBy(carol));
+    const empty = await host(root, 'run', '--once');
+    expect(empty.body).toMatchObject({ outcome: 'failed', commit: none, errors: [{ code: 'E_INVALID', file: 'mesh.yaml', message: expect.stringContaining("trust is 'signed' (the default) and no signer is listed") }, { code: 'E_KEPT_LAST_GOOD' }] });
     expect(readFileSync(join(root, 'etc/motd'), 'utf8')).toBe(before);
     const fixed = await commitWith(fleet, { ...meshYaml(fleet, (m) => void (m.signers = [{ name: 'carol', key: publicKey(carol) }])), ...motd('fixed') }, 'carol, whole again', signedBy(carol));
     expect((await host(root, 'run', '--once')).body).toMatchObject({ outcome: 'applied', commit: fixed, signer: { name: 'carol' } });

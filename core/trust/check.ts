@@ -10,7 +10,7 @@
  * part of what the signature covers, so a server that replays an old `any` marker to a host that
  * has moved on since cannot roll it back again.
  */
-import { loadYaml } from '../load.js';
+import { keyPositionIn, loadYaml, type Loaded } from '../load.js';
 import { MeshConfig } from '../../schema/fleet.js';
 import type { Signer } from '../../schema/report.js';
 import { parseCommitObject, trailers, type CommitObject } from '../git/commit.js';
@@ -136,13 +136,27 @@ async function rotatedKeys(src: TipSource, state: TrustState, tip: string, ancho
   return keys;
 }
 
-/** mesh.yaml's trust settings at a commit, or null when it has none that can be read. */
+/** mesh.yaml's trust settings at a commit, or null when it has none that can be taken (fleetSettings). */
 export async function fleetTrust(tree: TreeReader): Promise<Pick<TrustState, 'mode' | 'signers'> | null> {
   const text = await tree.read('mesh.yaml').catch(() => null);
   if (text === null) return null;
-  const loaded = loadYaml(text, 'mesh.yaml', MeshConfig);
+  const loaded = fleetSettings(text);
   if (!loaded.ok) return null;
   return { mode: loaded.value.trust, signers: loaded.value.signers.map((s) => ({ name: s.name, key: keysOfLines([s.key])[0]!.key })) };
+}
+
+/**
+ * mesh.yaml's text read as hosts take it: a file that does not read, or that keeps `trust: signed`
+ * (the default) with no signer, is refused with its place, because a host that took it would apply
+ * no later commit (nobody could sign one it trusts). `validate` says the same; a host applies
+ * nothing of such a commit and keeps its trusted keys (agent/reconcile.ts).
+ */
+export function fleetSettings(text: string): Loaded<MeshConfig> {
+  const loaded = loadYaml(text, 'mesh.yaml', MeshConfig);
+  if (!loaded.ok || loaded.value.trust !== 'signed' || loaded.value.signers.length > 0) return loaded;
+  const place = /^signers\s*:/m.test(text) ? keyPositionIn(text, [], 'signers') : keyPositionIn(text, [], 'trust');
+  const message = "trust is 'signed' (the default) and no signer is listed, so hosts would apply no commit after this one: list the key that signs main under signers (mesh-cli init does), or set trust: none while you try mesh out";
+  return { ok: false, problems: [{ file: 'mesh.yaml', ...place, message }] };
 }
 
 function safeSame(a: string, b: string): boolean {
