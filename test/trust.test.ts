@@ -533,15 +533,22 @@ describe('reports are a hash chain', () => {
     expect(await row(fleet.checkout)).toEqual(before);
   });
 
-  it('a report is verified again when its node.yaml changes, its text fetched again when the checkout lost it', async () => {
+  it('a report is verified again when its node.yaml changes, its text fetched again when the checkout lost it; a node.yaml that does not read is named', async () => {
     expect(await row(fleet.checkout)).toMatchObject({ signature: 'valid' });
     rmSync(join(fleet.checkout, '.git/mesh/report-texts.bin'));
     const identity = readFileSync(join(fleet.checkout, 'nodes/web-1/node.yaml'), 'utf8');
     // The same report, judged against a node.yaml one generation on (its token key for generation 1 not kept).
     await fleet.commit({ 'nodes/web-1/node.yaml': identity.replace(/^generation: 1$/m, 'generation: 2') }, 'web-1: generation 2');
     expect(await row(fleet.checkout)).toMatchObject({ signature: 'revoked', reason: expect.stringContaining('node.yaml is at generation 2') });
+    await fleet.commit({ 'nodes/web-1/node.yaml': identity.replace(/^generation: 1$/m, 'generation: one') }, 'web-1: a node.yaml that does not read');
+    expect(await row(fleet.checkout)).toMatchObject({ signature: 'invalid', reason: "web-1's node.yaml on main does not read as a node's identity, so nothing vouches for this node: 'mesh-cli validate' names its problem" });
+    // The server cannot check the host's credential against it either: the host's refusal says so beside revocation, and the host goes on once it is fixed.
+    const refused = await hostCmd(root, 'run', '--once');
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain("If neither was done, web-1's node.yaml on main may not read");
     await fleet.commit({ 'nodes/web-1/node.yaml': identity }, 'web-1: generation 1 again');
     expect(await row(fleet.checkout)).toMatchObject({ signature: 'valid' });
+    expect((await hostCmd(root, 'run', '--once')).code).toBe(0);
   });
 });
 

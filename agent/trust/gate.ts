@@ -72,7 +72,7 @@ export function credentialRefused(e: unknown, node: string): MeshError | null {
   if (!(e instanceof MeshError) || status !== 401) return null;
   return new MeshError(
     'E_CREDENTIAL_REFUSED',
-    `the fleet server refused the git credential of ${node} (HTTP 401): its identity was revoked, so it applies and reports nothing more (a newer token was issued, or 'mesh-cli revoke ${node}' was pushed). Re-enrol with a new token ('mesh-cli token issue ${node}')`,
+    `the fleet server refused the git credential of ${node} (HTTP 401): its identity was revoked, so it applies and reports nothing more (a newer token was issued, or 'mesh-cli revoke ${node}' was pushed). Re-enrol with a new token ('mesh-cli token issue ${node}'). If neither was done, ${node}'s node.yaml on main may not read, which the server cannot check a credential against: 'mesh-cli validate' names its problem, and once it is fixed the next pass goes on`,
     { next: 'human', cause: e },
   );
 }

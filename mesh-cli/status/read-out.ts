@@ -27,6 +27,7 @@ function keysOf(identity: NodeIdentity | null | undefined): IdentityKeys | null 
 export function judge(tip: TipRecord, node: string, { status, sig }: { status: Buffer | null; sig: Buffer | null }, parsed: ReturnType<typeof parseReport> | null, blob: string, identities: IndexFile['identities']): (VerifyJob & { blob: string }) | null {
   if (status === null) setVerdict(tip, blob, { signature: 'missing', reason: 'no status.json on the report branch' });
   else if (!parsed!.ok) setVerdict(tip, blob, { signature: 'invalid', reason: `status.json does not parse: ${parsed!.problems[0]?.message}` });
+  else if (blob !== '' && identities[blob] === null) setVerdict(tip, blob, { signature: 'invalid', reason: `${node}'s node.yaml on main does not read as a node's identity, so nothing vouches for this node: 'mesh-cli validate' names its problem` });
   else {
     // Only the claimed fields go to the verify thread: the whole report would be copied across for nothing.
     const { node: named, generation, nodeKey, vouch } = parsed!.value;
