@@ -119,6 +119,21 @@ describe('the server takes node identities only from a main that passes the host
     const kept = JSON.parse(readFileSync(join(fleet.server.data, '.mesh-trust', 'fleet.json'), 'utf8')) as { anchor: { commit: string } };
     expect(kept.anchor.commit).toBe(await git(fleet.checkout, 'rev-parse', 'HEAD'));
   });
+
+  it('a damaged record of what the server trusts is an error in its log, names the file and what to do, and loses nothing', async () => {
+    const file = join(fleet.server.data, '.mesh-trust', 'fleet.json');
+    const record = readFileSync(file, 'utf8');
+    writeFileSync(file, record.slice(0, 40));
+    try {
+      expect(await asNode('web-1', web1.password)).toBe(500);
+      const failed = fleet.server.stderr().split('\n').filter((l) => l.includes('"request failed"')).map((l) => JSON.parse(l) as { level: number; message: string });
+      expect(failed.at(-1)).toEqual(expect.objectContaining({ level: 50, message: `${file} cannot be read (not JSON): restore it, or move it away to have the server walk main again from its root commit` }));
+      expect(readFileSync(file, 'utf8')).toBe(record.slice(0, 40));
+    } finally {
+      writeFileSync(file, record);
+    }
+    expect(await asNode('web-1', web1.password)).toBe(200);
+  });
 });
 
 describe('a token enrols one machine once, recorded where its credential cannot undo it', { timeout: 120_000 }, () => {

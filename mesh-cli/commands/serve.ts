@@ -83,7 +83,7 @@ async function serve(opts: ServeOptions): Promise<void> {
       gitQueue,
       ...(access.authorize ? { authorize: access.authorize } : {}),
       ...(tls ? { tls: { cert: tls.cert, key: tls.key } } : {}),
-      log: (msg, fields) => logger.info(fields ?? {}, msg),
+      log: (msg, fields, level = 'info') => logger[level](fields ?? {}, msg),
     });
     if (tls) process.stderr.write(`mesh-cli serve: TLS certificate ${opts.tlsCert}, SHA-256 pin ${tls.pin}; in the fleet checkout, 'git config http.sslCAInfo ${opts.tlsCert}' lets git trust it and makes 'mesh-cli token issue' put the pin in tokens\n`);
     process.stderr.write(access.notice(server.url)); // made only now, so that a server that cannot listen leaves no unseen credential

@@ -40,7 +40,8 @@ export interface GitServerOptions {
   port?: number;
   authorize?: Authorizer;
   packages?: string;
-  log?: (msg: string, fields?: object) => void;
+  /** Each request and event; `level` (default info) is `error` for what failed on the server's side, `warn` for what it refused or put off. */
+  log?: (msg: string, fields?: object, level?: 'info' | 'warn' | 'error') => void;
   /** Serve https with this certificate and key (PEM) instead of plain http. */
   tls?: { cert: Buffer; key: Buffer };
   /** Keep the packs upload-pack makes, one per request (pack-cache.ts), whole answers to fetches of main (fetch-cache.ts), and answer nodes' ref advertisements from the ref files (ref-advert.ts); default true. */
@@ -94,7 +95,7 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
       res.once('close', () => gone.abort()); // the client hung up (or the answer is done, when this no longer matters)
       const release = await slots.enter(gone.signal);
       if (release === null) {
-        log('busy', { path: (req.url ?? '').split('?')[0], user: verdict.user, ...slots.load });
+        log('busy', { path: (req.url ?? '').split('?')[0], user: verdict.user, ...slots.load }, 'warn');
         res.setHeader('Retry-After', String(slots.retryAfter()));
         plain(res, 429, `mesh: the server runs as many git processes as it may and ${slots.load.waiting} requests wait for one: try again later`);
       }
@@ -155,7 +156,7 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
       const dir = join(data, r.repo);
       const push = await decidePush(req, { user: verdict.user, role: verdict.role }, dir, whole && Readable.from([whole]));
       if (push.answer) {
-        for (const message of push.messages) log('push refused', { path: r.pathInfo, user: verdict.user, message });
+        for (const message of push.messages) log('push refused', { path: r.pathInfo, user: verdict.user, message }, 'warn');
         return void res.writeHead(push.answer.status, push.answer.headers).end(push.answer.body);
       }
       const taken = whole && (await receiver!.receive(dir, verdict.user, push.push, whole));
@@ -172,8 +173,8 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
       return release(); // the client went away while it waited
     }
     const env = cgiEnv({ projectRoot: data, ...r, user: verdict.user, ...(verdict.role ? { role: verdict.role } : {}), gitConfig: [...packCache.config, ...(verdict.gitConfig ?? [])] }, req);
-    const run = runCgi(backend, env, body, res, (message) => log('git http-backend failed', { path: r.pathInfo, message }),
-      (message) => log('push refused', { path: r.pathInfo, user: verdict.user, message }), keep);
+    const run = runCgi(backend, env, body, res, (message) => log('git http-backend failed', { path: r.pathInfo, message }, 'error'),
+      (message) => log('push refused', { path: r.pathInfo, user: verdict.user, message }, 'warn'), keep);
     runs.add(run);
     void run.done.then(() => {
       runs.delete(run);
@@ -191,7 +192,7 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
       ms: Date.now() - started, user: seen.user, ...(seen.cached ? { cached: true } : {}), ...(seen.inProcess ? { inProcess: true } : {}), ...(res.writableFinished ? {} : { aborted: true }),
     }));
     handle(req, res, seen).catch((e: unknown) => {
-      log('request failed', { path: req.url, message: messageOf(e) });
+      log('request failed', { path: req.url, message: messageOf(e) }, 'error');
       if (!res.headersSent) plain(res, 500, 'internal error');
       else res.destroy();
     });
@@ -199,7 +200,7 @@ export async function startGitServer(opts: GitServerOptions): Promise<GitServer>
   const server: Server = opts.tls ? createHttpsServer({ ...serverOptions, ...opts.tls }, onRequest) : createServer(serverOptions, onRequest);
   server.headersTimeout = 66_000;
   const port = await listen(server, opts.host ?? '127.0.0.1', opts.port ?? 8080);
-  server.on('error', (e) => log('server error', { message: e.message }));
+  server.on('error', (e) => log('server error', { message: e.message }, 'error'));
   const address = server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
 
