@@ -393,6 +393,16 @@ describe("the embedded server: each node may push only its own reports", () => {
     await again.stop();
     expect(again.operator).toBeUndefined();
     expect(readFileSync(join(data, 'operators'), 'utf8')).toBe(file);
+    // A line that names no operator (a password written instead of its hash) is said in the log with its place, at the first sign-in after it was written.
+    writeFileSync(join(data, 'operators'), `${file}alice:hunter2\n`);
+    execFileSync('git', ['init', '--quiet', '--bare', join(data, 'fleet.git')]);
+    const edited = await startServer(data);
+    const signIn = await fetch(`${edited.url}fleet.git/info/refs?service=git-upload-pack`, { headers: { Authorization: `Basic ${Buffer.from('alice:hunter2').toString('base64')}` } });
+    await signIn.arrayBuffer();
+    await edited.stop();
+    expect(signIn.status).toBe(401);
+    const warned = edited.stderr().split('\n').filter((l) => l.includes('is ignored')).map((l) => JSON.parse(l) as { level: number; msg: string });
+    expect(warned).toEqual([expect.objectContaining({ level: 40, msg: expect.stringContaining(`the operators file's line ${join(data, 'operators')}:3 is ignored: not NAME:SHA256`) })]);
     const open = await startServer(mkdtempSync(join(fleet.dir, 'open-')));
     await open.stop();
     expect(open.stderr()).toContain('--open: no authentication');

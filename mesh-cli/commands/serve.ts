@@ -71,7 +71,8 @@ async function serve(opts: ServeOptions): Promise<void> {
   process.on('SIGINT', onSignal).on('SIGTERM', onSignal);
   try {
     const untrusted = (repo: string, tip: string, code: string, message: string) => logger.warn({ repo, tip, code }, `main's tip is not trusted; node identities stay as on the last trusted main: ${message}`);
-    const access = await accessControl(opts.data, Boolean(opts.open), untrusted);
+    const ignored = (where: string, why: string) => logger.warn({ file: where }, `the operators file's line ${where} is ignored: ${why}`);
+    const access = await accessControl(opts.data, Boolean(opts.open), untrusted, ignored);
     for (const [repo, ref] of removeStaleLocks(opts.data)) logger.warn({ repo, ref }, 'removed a lock on a report branch left by a server that was stopped while it updated it; that node\'s pushes land again');
     const server = await startGitServer({
       data: opts.data,
@@ -96,12 +97,12 @@ async function serve(opts: ServeOptions): Promise<void> {
 }
 
 /** The Authorizer (none when open) and what to tell the person who started the server. */
-async function accessControl(data: string, open: boolean, untrusted: TrustLog): Promise<{ authorize?: Authorizer; notice: (url: string) => string }> {
+async function accessControl(data: string, open: boolean, untrusted: TrustLog, ignored: (where: string, why: string) => void): Promise<{ authorize?: Authorizer; notice: (url: string) => string }> {
   if (open) return { notice: () => 'mesh-cli serve: --open: no authentication; anyone who can connect may read and push every repository\n' };
   const real = await checkedDir(data, 'data');
   const file = operatorsFile(real);
   return {
-    authorize: meshAuthorizer(real, installHooks(hooksDir(real)), untrusted),
+    authorize: meshAuthorizer(real, installHooks(hooksDir(real)), { untrusted, ignored }),
     notice: (url) => {
       const secret = ensureOperators(real);
       if (secret === null) return `mesh-cli serve: operators from ${file}; nodes authenticate with the credential of their token\n`;

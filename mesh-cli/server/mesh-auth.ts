@@ -29,10 +29,13 @@ import { nodeYamls } from '../layout.js';
 
 const REFUSED: AuthResult = { ok: false, status: 401, message: 'mesh: authentication failed: use an operator credential or the node credential from its token' };
 
-/** The Authorizer for the bare repositories in `data`, with git hooks from `hooksDir`; a refused tip of main is told to `log`. */
-export function meshAuthorizer(data: string, hooksDir: string, log?: TrustLog): Authorizer {
-  const operators = new Operators(operatorsFile(data));
-  const identities = new IdentityCache(data, new TrustedMain(data, log));
+/**
+ * The Authorizer for the bare repositories in `data`, with git hooks from `hooksDir`; a refused tip
+ * of main is told to `log.untrusted`, a line of the operators file that names no operator to `log.ignored`.
+ */
+export function meshAuthorizer(data: string, hooksDir: string, log: { untrusted?: TrustLog; ignored?: (where: string, why: string) => void } = {}): Authorizer {
+  const operators = new Operators(operatorsFile(data), log.ignored);
+  const identities = new IdentityCache(data, new TrustedMain(data, log.untrusted));
   const hooks: Array<[string, string]> = [['core.hooksPath', hooksDir]];
   return async ({ user, password, repo }) => {
     if (user === null || password === null || user === '') return REFUSED;

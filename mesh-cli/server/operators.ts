@@ -43,7 +43,11 @@ export class Operators {
   private stamp = '';
   private hashes = new Map<string, string>();
 
-  constructor(private readonly file: string) {}
+  /** `ignored` is told of each line that names no operator (file:line, and what to write), at each read of the file. */
+  constructor(
+    private readonly file: string,
+    private readonly ignored: (where: string, why: string) => void = () => {},
+  ) {}
 
   /** `ok`: an operator with this password; `bad`: an operator name with another password; `unknown`: no such operator. */
   check(user: string, password: string): 'ok' | 'bad' | 'unknown' {
@@ -65,9 +69,12 @@ export class Operators {
     this.stamp = stamp;
     this.hashes = new Map();
     if (stamp === 'missing') return;
-    for (const line of readFileSync(this.file, 'utf8').split('\n')) {
+    for (const [i, line] of readFileSync(this.file, 'utf8').split('\n').entries()) {
       const m = /^([^#:\s][^:\s]*):([0-9a-f]{64})\s*$/.exec(line);
       if (m) this.hashes.set(m[1]!, m[2]!);
+      else if (line.trim() !== '' && !line.startsWith('#')) {
+        this.ignored(`${this.file}:${i + 1}`, "not NAME:SHA256 (the password's sha256, 64 lower-case hex digits), so no operator signs in with it: write it as NAME:$(printf %s PASSWORD | sha256sum | cut -d' ' -f1)");
+      }
     }
   }
 }
