@@ -2,7 +2,7 @@
  * The operator's checkout of the fleet repo, driven through the git binary (git.ts): commits
  * of the files mesh-cli writes, and one `git cat-file --batch` for reading many blobs at once.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { MeshError } from '../core/errors.js';
 import { MeshConfig } from '../schema/fleet.js';
@@ -46,6 +46,27 @@ export async function commitPaths(dir: string, paths: string[], message: string)
   const identity = named ? [] : ['-c', 'user.name=mesh-cli', '-c', 'user.email=mesh-cli@localhost'];
   await git(dir, [...identity, 'commit', '--quiet', '-m', message, '--', ...paths]);
   return (await git(dir, ['rev-parse', 'HEAD'])).trim();
+}
+
+/**
+ * Make `change` to `paths` (absolute paths of files in the checkout at `dir`; `change` writes or
+ * removes them) and commit them alone with `message`. When the commit fails (the signing key not at
+ * hand, a hook that refused it), each file is put back as it was and unstaged, so that the same
+ * command run again starts from where this one did (a token issued again is not one generation on).
+ */
+export async function commitChange(dir: string, paths: string[], message: string, change: () => void): Promise<string> {
+  const before = paths.map((path) => [path, existsSync(path) ? readFileSync(path) : null] as const);
+  change();
+  try {
+    return await commitPaths(dir, paths, message);
+  } catch (e) {
+    for (const [path, bytes] of before) {
+      if (bytes === null) rmSync(path, { force: true });
+      else writeFileSync(path, bytes);
+    }
+    await git(dir, ['reset', '--quiet', '--', ...paths]).catch(() => undefined);
+    throw e;
+  }
 }
 
 /** The URL of the checkout's `origin` remote, or null when it has none. */

@@ -223,6 +223,30 @@ describe('tokens', () => {
     expect(everything).not.toContain(secret);
     expect(enrolled.stdout + enrolled.stderr).not.toContain(secret);
   });
+
+  it('token issue and revoke that cannot commit (the signing key not at hand) leave the checkout as it was, and run again as the first time would have', async () => {
+    const key = (await git(fleet.checkout, 'config', 'user.signingkey')).trim();
+    const before = await git(fleet.checkout, 'rev-parse', 'HEAD');
+    const out = join(fleet.dir, 'app-6.token');
+    await git(fleet.checkout, 'config', 'user.signingkey', join(fleet.dir, 'no-such-key'));
+    try {
+      const issued = await cli(fleet.checkout, 'token', 'issue', 'app-6', '--out', out);
+      expect(issued.code).toBe(2);
+      expect(issued.stderr).toContain('git commit --quiet failed');
+      expect(existsSync(out)).toBe(false);
+      expect(await git(fleet.checkout, 'status', '--porcelain')).toBe('');
+      const revoked = await cli(fleet.checkout, 'revoke', 'app-5');
+      expect(revoked.code).toBe(2);
+      expect(await git(fleet.checkout, 'status', '--porcelain')).toBe('');
+      expect(await git(fleet.checkout, 'rev-parse', 'HEAD')).toBe(before);
+    } finally {
+      await git(fleet.checkout, 'config', 'user.signingkey', key);
+    }
+    expect((await cli(fleet.checkout, 'token', 'issue', 'app-6', '--out', out)).code).toBe(0);
+    expect(readFileSync(join(fleet.checkout, 'nodes/app-6/node.yaml'), 'utf8')).toMatch(/^generation: 1$/m);
+    expect((await cli(fleet.checkout, 'revoke', 'app-5')).code).toBe(0);
+    expect(readFileSync(join(fleet.checkout, 'nodes/app-5/node.yaml'), 'utf8')).toMatch(/^generation: 2$/m);
+  });
 });
 
 describe('re-enrolment, retire and revoke', () => {

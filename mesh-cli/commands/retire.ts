@@ -9,8 +9,8 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { MeshError } from '../../core/errors.js';
-import { commitPaths, openFleet, type Fleet } from '../fleet.js';
-import { existingIdentity, writeIdentity } from './token.js';
+import { commitChange, openFleet, type Fleet } from '../fleet.js';
+import { existingIdentity, identityFile, writeIdentity } from './token.js';
 import { git } from '../git.js';
 import { loadDeclaration } from '../../core/declaration/load.js';
 import { placeOfDir } from '../../core/fleet/layout.js';
@@ -36,9 +36,10 @@ export async function retireNode(fleet: Fleet, node: string): Promise<Retired> {
   const listed = await git(fleet.dir, ['ls-files', '-z', '--', `${dir}/`]);
   const removed = listed.split('\0').filter((f) => f && f !== `${dir}/node.yaml`);
   if (identity.retired && removed.length === 0) throw new MeshError('E_ALREADY_RETIRED', `${node} is already retired and its declaration is empty`);
-  for (const f of removed) rmSync(join(fleet.dir, f), { force: true });
-  const file = writeIdentity(fleet, { ...identity, retired: true }, 'retire', dir);
-  const commit = await commitPaths(fleet.dir, [file, ...removed.map((f) => join(fleet.dir, f))], `retire ${node}: empty declaration`);
+  const commit = await commitChange(fleet.dir, [identityFile(fleet, dir), ...removed.map((f) => join(fleet.dir, f))], `retire ${node}: empty declaration`, () => {
+    for (const f of removed) rmSync(join(fleet.dir, f), { force: true });
+    writeIdentity(fleet, { ...identity, retired: true }, 'retire', dir);
+  });
   const left = await declaredAbove(fleet, node, dir);
   return { node, commit, removed, ...(left.length ? { stillDeclaredBy: left } : {}), secrets };
 }

@@ -9,10 +9,10 @@
 import type { Command } from 'commander';
 import { fingerprint } from '../../core/sign/sshsig.js';
 import type { NodeIdentity } from '../../schema/fleet.js';
-import { commitPaths, openFleet, originUrl, type Fleet } from '../fleet.js';
+import { commitChange, openFleet, originUrl, type Fleet } from '../fleet.js';
 import { currentNodeKey } from './signers.js';
 import { secretsOf } from '../secrets.js';
-import { earlierKeys, existingIdentity, withoutCredentials, writeIdentity } from './token.js';
+import { earlierKeys, existingIdentity, identityFile, withoutCredentials, writeIdentity } from './token.js';
 
 export interface Revoked {
   node: string;
@@ -29,8 +29,7 @@ export async function revokeNode(fleet: Fleet, node: string): Promise<Revoked> {
   const { identity: previous, dir } = await existingIdentity(fleet, node);
   const nodeKey = await currentNodeKey(fleet, node);
   const identity: NodeIdentity = { node, generation: previous.generation + 1, ...earlierKeys(previous), ...(previous.retired ? { retired: true } : {}) };
-  const file = writeIdentity(fleet, identity, 'revoke', dir);
-  const commit = await commitPaths(fleet.dir, [file], `revoke ${node}: generation ${identity.generation}, no token`);
+  const commit = await commitChange(fleet.dir, [identityFile(fleet, dir)], `revoke ${node}: generation ${identity.generation}, no token`, () => writeIdentity(fleet, identity, 'revoke', dir));
   const origin = await originUrl(fleet.dir, 'push');
   const url = origin ? withoutCredentials(origin) : 'the fleet repo';
   const credentials = [

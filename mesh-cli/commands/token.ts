@@ -22,7 +22,7 @@ import { loadYamlOrThrow } from '../../core/load.js';
 import { MAX_GROUP_DEPTH, NODES } from '../../core/fleet/layout.js';
 import { shardOf } from '../../core/report/shard.js';
 import type { TokenFile } from '../../schema/token.js';
-import { commitPaths, originUrl, type Fleet } from '../fleet.js';
+import { commitChange, originUrl, type Fleet } from '../fleet.js';
 import { placeOfNode } from '../layout.js';
 import { tokenPin } from '../tls.js';
 import { workingTree } from '../tree.js';
@@ -67,8 +67,7 @@ export async function issueToken(fleet: Fleet, node: string, opts: { url?: strin
   };
   const shards = fleet.config.reports?.shards;
   const reports = shards ? withoutCredentials(shards[shardOf(node, shards.length)]!) : null;
-  const file = writeIdentity(fleet, identity, 'token issue', dir);
-  const commit = await commitPaths(fleet.dir, [file], `token: issue ${node} generation ${identity.generation}`);
+  const commit = await commitChange(fleet.dir, [identityFile(fleet, dir)], `token: issue ${node} generation ${identity.generation}`, () => writeIdentity(fleet, identity, 'token issue', dir));
   const token: TokenFile = {
     kind: 'mesh-token',
     version: 1,
@@ -117,12 +116,15 @@ export async function existingIdentity(fleet: Fleet, node: string): Promise<{ id
   return found;
 }
 
-/** Write `dir`/node.yaml (dir: the node's folder, e.g. nodes/web/web-1) for `identity` (by the mesh-cli command `by`); returns its path. */
-export function writeIdentity(fleet: Fleet, identity: NodeIdentity, by: string, dir: string): string {
-  const file = join(fleet.dir, dir, 'node.yaml');
+/** The path of `dir`/node.yaml (dir: the node's folder, e.g. nodes/web/web-1). */
+export function identityFile(fleet: Fleet, dir: string): string {
+  return join(fleet.dir, dir, 'node.yaml');
+}
+
+/** Write `dir`/node.yaml for `identity` (by the mesh-cli command `by`). */
+export function writeIdentity(fleet: Fleet, identity: NodeIdentity, by: string, dir: string): void {
   mkdirSync(join(fleet.dir, dir), { recursive: true });
-  writeFileSync(file, `# written by mesh-cli ${by}; do not edit by hand\n${stringify(identity, { lineWidth: 0 })}`);
-  return file;
+  writeFileSync(identityFile(fleet, dir), `# written by mesh-cli ${by}; do not edit by hand\n${stringify(identity, { lineWidth: 0 })}`);
 }
 
 /** The folder of an existing node at `dir`, when `group` (if given) is where it is; moving a node is the operator's git mv. */
