@@ -12,9 +12,10 @@
  *   reported `untrusted` (with the commit and its signer), and the pass reconciles the last
  *   accepted commit instead, so drift is corrected but nothing of the refused commit is used.
  * settings: a commit this host has not applied yet, whose mesh.yaml does not read (a garbled
- *   signer's key, a typo, trust: signed with no signer: core/trust/check.ts fleetSettings), applies nothing of itself, as a declaration that does not validate:
- *   the report names the problem, and the last declaration applied is still enforced. (Trust and
- *   shards already keep what they had: they take only a mesh.yaml that reads.)
+ *   signer's key, a typo, trust: signed with no signer: core/trust/check.ts fleetSettings),
+ *   applies nothing of itself, as a declaration that does not validate: the report names the
+ *   problem, and the last declaration applied is still enforced. (Trust and shards keep what
+ *   they had: they take only a mesh.yaml that reads.)
  * assign: read nodes/<node>/node.yaml at that commit. A generation other than the host's own
  *   means its identity was revoked: it stops and says so. A retired node, and a node whose
  *   briefing failed at enrolment (ineligible), get the empty declaration instead of theirs:

@@ -56,8 +56,8 @@ export async function commitPaths(dir: string, paths: string[], message: string)
  */
 export async function commitChange(dir: string, paths: string[], message: string, change: () => void): Promise<string> {
   const before = paths.map((path) => [path, existsSync(path) ? readFileSync(path) : null] as const);
-  change();
   try {
+    change();
     return await commitPaths(dir, paths, message);
   } catch (e) {
     for (const [path, bytes] of before) {
