@@ -185,7 +185,13 @@ describe('the server is down', () => {
       const root = await fleet.enrol('app-1');
       const commit = await fleet.commit({ 'nodes/app-1/base.yaml': 'resources:\n  - type: file\n    path: /etc/app\n    content: "1\\n"\n' }, 'app');
       const port = new URL(fleet.server.url).port;
+      expect((await cli(fleet.checkout, 'status')).stdout).toMatch(/^app-1 /m); // its report index: what the next run shows when the server is down
       await fleet.server.stop();
+      // status shows the nodes as its last run saw them, names the server that did not answer, and exits 3 (try again later).
+      const seen = await cli(fleet.checkout, 'status');
+      expect(seen.code).toBe(3);
+      expect(seen.stdout).toMatch(/^app-1 +\S+ \(\S+ ago\) +[0-9a-f]{12} +enrolled /m);
+      expect(seen.stderr).toMatch(/^mesh-cli: the fleet server http:\/\/127\.0\.0\.1:\d+\/fleet\.git did not answer \(.*\): its 1 node\(s\) are shown as the last status run saw them; try again later$/m);
       const down = await hostCmd(root, 'run', '--once');
       expect(down.code).toBe(3);
       expect(down.stderr).toMatch(/cannot poll the fleet repo at http:\/\/127\.0\.0\.1:\d+\/fleet\.git/);

@@ -9,13 +9,15 @@
  * (history.ts) and `--html` (html.ts) are other views of the same verified reports.
  */
 import { InvalidArgumentError, type Command } from 'commander';
-import { writeFileSync } from 'node:fs';
-import { MeshError } from '../../core/errors.js';
+import { existsSync, writeFileSync } from 'node:fs';
+import { MeshError, messageOf } from '../../core/errors.js';
 import { MeshConfig } from '../../schema/fleet.js';
 import { loadYaml } from '../../core/load.js';
 import { CHAIN_NOTES } from '../chain.js';
 import type { NodeStatus } from '../status/node-status.js';
-import { openFleet, type Fleet } from '../fleet.js';
+import { openFleet, originUrl, type Fleet } from '../fleet.js';
+import { indexFiles } from '../status/index-file.js';
+import { withoutCredentials } from './token.js';
 import { formatHistory, reportHistory } from '../history.js';
 import { age, parseDuration } from '../../core/duration.js';
 import { eligibility, failureLines, uncheckedLines, fetchReports, lastReports, mainRef, nodesOnMain, reportedNodes, trusted } from '../reports.js';
@@ -74,6 +76,23 @@ export async function fleetStatus(fleet: Fleet, opts: { fetch: boolean }): Promi
       trust: fleetTrust === 'none' ? 'none' : (t?.trust ?? fleetTrust),
     };
   }), mainTip, unreachable };
+}
+
+/**
+ * fleetStatus; when the fleet server does not answer (an error to try again later) and an earlier
+ * run left its report index, the nodes as that run saw them, with the server named as unreachable
+ * (status then exits 3, as for a report shard that did not answer). Without an index, the error.
+ */
+async function statusOrLastSeen(fleet: Fleet, fetch: boolean): ReturnType<typeof fleetStatus> {
+  try {
+    return await fleetStatus(fleet, { fetch });
+  } catch (e) {
+    if (!fetch || !(e instanceof MeshError) || e.next !== 'retry' || !existsSync((await indexFiles(fleet)).index)) throw e;
+    const seen = await fleetStatus(fleet, { fetch: false });
+    const url = withoutCredentials((await originUrl(fleet.dir)) ?? 'origin');
+    const error = messageOf(e).split('\n')[0]!;
+    return { ...seen, unreachable: [{ url, error, fleet: true, nodes: seen.nodes.filter((n) => n.lastContact !== null || n.claimed).length }] };
+  }
 }
 
 /** mesh.yaml's `trust` on the fetched main (the checkout's own mesh.yaml when main was not fetched). */
@@ -182,7 +201,7 @@ export function statusCommand(program: Command): void {
         const history = await reportHistory(fleet, o.node, o.limit, o.fetch);
         return console.log(o.json ? JSON.stringify(history) : formatHistory(history, new Date()));
       }
-      const { nodes, mainTip, unreachable } = await fleetStatus(fleet, { fetch: o.fetch });
+      const { nodes, mainTip, unreachable } = await statusOrLastSeen(fleet, o.fetch);
       const summary = summarize(nodes, mainTip, fleet.config.mainBranch);
       if (o.html) {
         writeFileSync(o.html, await fleetPage(fleet, nodes, summary, new Date(), unreachable));

@@ -57,10 +57,11 @@ export interface Remote {
   close(): Promise<void>;
 }
 
-/** A report shard that did not answer its listing, and what git said. */
+/** A report shard that did not answer its listing, and what git said; `fleet`: the fleet server itself (origin), with main and every report on it. */
 export interface UnreachableShard {
   url: string;
   error: string;
+  fleet?: true;
 }
 
 /** The node whose report branch each want comes from (`nodes[i]` for `wants[i]`): where reports are sharded, it says which shard to fetch it from (status/shards.ts). */

@@ -21,7 +21,7 @@ export type UnreachableShards = Array<UnreachableShard & { nodes: number }>;
 
 /** What status says of a shard that did not answer, on stderr and on the page. */
 export function outageNote(s: UnreachableShards[number]): string {
-  return `the report shard ${s.url} did not answer (${s.error}): ${s.nodes ? `its ${s.nodes} node(s) are shown as the last status run saw them` : 'no report on it was read'}; try again later`;
+  return `the ${s.fleet ? 'fleet server' : 'report shard'} ${s.url} did not answer (${s.error}): ${s.nodes ? `its ${s.nodes} node(s) are shown as the last status run saw them` : 'no report on it was read'}; try again later`;
 }
 
 /** One shard as status reaches it: its URL as mesh.yaml names it, and the remote or URL (with the credential) git is given. */
