@@ -13,7 +13,7 @@ import { messageOf } from '../core/errors.js';
 import { hasPackageManager } from './profile.js';
 import type { Store } from './store/store.js';
 import { verifyReport } from '../core/report/verify.js';
-import { sameKey } from '../core/sign/sshsig.js';
+import { sameKeyIfWellFormed } from '../core/sign/sshsig.js';
 
 /** Largest difference from the git server's clock that a node may have. */
 export const MAX_CLOCK_SKEW_MS = 5 * 60_000;
@@ -64,15 +64,6 @@ export function rootWritableLine(root: string): BriefingLine {
   }
 }
 
-/** Whether `held` (a public key line, or null) is the key `named` (a report's nodeKey, which may say anything). */
-function heldBy(held: string | null, named: string): boolean {
-  try {
-    return held !== null && sameKey(held, named);
-  } catch {
-    return false;
-  }
-}
-
 /** The last report the server holds for the node: its status.json and signature, or null when it has none. */
 export interface LastReport {
   status: string | null;
@@ -104,7 +95,7 @@ export function recoverStore(store: Store, node: string, last: LastReport | null
         `If this machine owns nothing of mesh's (a new machine), delete that branch as the operator ('git push origin --delete reports/${node}'), then issue a new token and enrol again`,
     };
   }
-  if (!heldBy(heldKey, report.nodeKey)) {
+  if (heldKey === null || !sameKeyIfWellFormed(heldKey, report.nodeKey)) {
     return { check, ok: true, detail: `new store: report #${report.sequence} on reports/${node} was signed with a node key this machine does not hold, so another machine made it (this one was rebuilt, or is new): nothing it lists is here, and this machine starts owning nothing` };
   }
   // The report keeps no copy of what was there before mesh: mark it unknown, so that un-declaring releases it.

@@ -15,7 +15,7 @@ import type { Store } from './store/store.js';
 import { HOST_VERSION } from '../core/version.js';
 import { SIGNATURE_FILE, STATUS_FILE, reportRef } from '../core/report/branch.js';
 import { parseReport } from '../core/report/verify.js';
-import { fingerprint, sameKey, verifySsh } from '../core/sign/sshsig.js';
+import { fingerprint, sameKey, sameKeyIfWellFormed, verifySsh } from '../core/sign/sshsig.js';
 import { MeshError } from '../core/errors.js';
 
 type ReportLine = Report['errors'][number];
@@ -133,17 +133,8 @@ function ownReport(config: HostConfig, status: string | null, sig: string | null
   if (!sameKey(signed.publicKey, config.nodeKey)) return `its status.json is signed by ${fingerprint(signed.publicKey)}, not by this machine's node key ${fingerprint(config.nodeKey)}${claims}`;
   if (!parsed.ok) return `its status.json does not parse: ${parsed.problems[0]?.message}`;
   const r = parsed.value;
-  if (r.node !== config.node || r.generation !== config.generation || !namesKey(r.nodeKey, config.nodeKey)) return `it is report #${r.sequence} of ${r.node} generation ${r.generation}, not of this machine (${config.node} generation ${config.generation})`;
+  if (r.node !== config.node || r.generation !== config.generation || !sameKeyIfWellFormed(r.nodeKey, config.nodeKey)) return `it is report #${r.sequence} of ${r.node} generation ${r.generation}, not of this machine (${config.node} generation ${config.generation})`;
   return r;
-}
-
-/** Whether the key line `line` (a report may say anything) names `key`. */
-function namesKey(line: string, key: string): boolean {
-  try {
-    return sameKey(line, key);
-  } catch {
-    return false;
-  }
 }
 
 function foreignTip(node: string, tip: string, why: string): MeshError {

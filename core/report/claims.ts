@@ -7,7 +7,7 @@
 import { hash } from 'node:crypto';
 import type { NodeIdentity } from '../../schema/fleet.js';
 import { REPORT_NAMESPACE, VOUCH_NAMESPACE, vouchPayload } from '../../schema/signing.js';
-import { sameKey, verifySsh } from '../sign/sshsig.js';
+import { sameKeyIfWellFormed, verifySsh } from '../sign/sshsig.js';
 
 export type SignatureVerdict = 'valid' | 'invalid' | 'revoked' | 'missing';
 
@@ -65,15 +65,6 @@ export function verifyClaims(node: string, status: string | Uint8Array, sshsig: 
   return verdict('valid', undefined, true);
 }
 
-/** Whether two key lines name the same key; a malformed line (a report may say anything) names none. */
-function same(a: string, b: string): boolean {
-  try {
-    return sameKey(a, b);
-  } catch {
-    return false;
-  }
-}
-
 /**
  * Whether the key line `line` (a report's or node.yaml's, which may say anything) names the key
  * `canonical`, as verifySsh gives it ("ssh-ed25519 BASE64"). The usual line is that text, or it
@@ -81,7 +72,7 @@ function same(a: string, b: string): boolean {
  */
 function names(line: string, canonical: string): boolean {
   if (typeof line === 'string' && line.startsWith(canonical) && (line.length === canonical.length || line.charCodeAt(canonical.length) === 32)) return true;
-  return same(line, canonical);
+  return sameKeyIfWellFormed(line, canonical);
 }
 
 /** The memo key of a vouch check. */

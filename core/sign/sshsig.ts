@@ -52,6 +52,13 @@ export function sameKey(a: string, b: string): boolean {
   return x.equals(y);
 }
 
+/** Whether two key lines are the same well-formed ed25519 key; false, not E_BAD_KEY, when either is not one (a report or a file may say anything). */
+export function sameKeyIfWellFormed(a: string, b: string): boolean {
+  const x = ed25519Blob(a);
+  const y = x && ed25519Blob(b);
+  return y !== null && x!.equals(y);
+}
+
 /** The private key as PKCS8 PEM ("-----BEGIN PRIVATE KEY-----"). */
 export function encodePrivateKey(k: KeyObject): string {
   if (k.type !== 'private' || k.asymmetricKeyType !== 'ed25519') throw badKey('expected an ed25519 private key');

@@ -15,7 +15,7 @@ import { MeshConfig } from '../../schema/fleet.js';
 import type { Signer } from '../../schema/report.js';
 import { parseCommitObject, trailers, type CommitObject } from '../git/commit.js';
 import type { TreeReader } from '../declaration/declaration.js';
-import { fingerprint, sameKey, verifySsh } from '../sign/sshsig.js';
+import { fingerprint, sameKeyIfWellFormed, verifySsh } from '../sign/sshsig.js';
 import { keysOfLines, type TrustedKey, type TrustState } from './state.js';
 
 export const ROLLBACK_TRAILER = 'Mesh-Allow-Rollback';
@@ -43,7 +43,7 @@ function verifyParsed(commit: CommitObject, keys: TrustedKey[]): CommitVerdict {
   const sig = verifySsh(commit.payload, commit.signature!, 'git');
   if (!sig.ok) return { ok: false, code: 'E_BAD_SIGNATURE', message: `its signature does not verify: ${sig.reason}`, signer: null };
   const print = fingerprint(sig.publicKey);
-  const known = keys.find((k) => safeSame(k.key, sig.publicKey));
+  const known = keys.find((k) => sameKeyIfWellFormed(k.key, sig.publicKey));
   if (!known) return { ok: false, code: 'E_UNTRUSTED_SIGNER', message: `it is signed by ${print}, which is not a trusted signer of this fleet`, signer: { fingerprint: print, name: null } };
   return { ok: true, signer: { fingerprint: print, name: known.name } };
 }
@@ -157,14 +157,6 @@ export function fleetSettings(text: string): Loaded<MeshConfig> {
   const place = /^signers\s*:/m.test(text) ? keyPositionIn(text, [], 'signers') : keyPositionIn(text, [], 'trust');
   const message = "trust is 'signed' (the default) and no signer is listed, so hosts would apply no commit after this one: list the key that signs main under signers (mesh-cli init does), or set trust: none while you try mesh out";
   return { ok: false, problems: [{ file: 'mesh.yaml', ...place, message }] };
-}
-
-function safeSame(a: string, b: string): boolean {
-  try {
-    return sameKey(a, b);
-  } catch {
-    return false;
-  }
 }
 
 function short(oid: string): string {
