@@ -4,10 +4,12 @@
  * in the range that is unsigned or signed by a key not trusted at its parent. Hosts refuse such
  * a commit at the tip, but an operator who signs on top of it deploys it, and a signers change
  * in it becomes trusted on every host. `plan`, `verify-range` and the pre-push hook show this.
- * The check is the hosts' own (core/trust/check.ts).
+ * The check is the hosts' own (core/trust/check.ts). With it, a change of `reports.shards` that
+ * does more than append: it sends nodes' reports where their history is not, which no host undoes.
  */
 import { fleetTrust, verifyCommit } from '../core/trust/check.js';
 import { fingerprint } from '../core/sign/sshsig.js';
+import { appendsOnly, shardList, shardListChanges } from '../core/report/shard.js';
 import type { TrustedKey } from '../core/trust/state.js';
 import { git, gitBytes } from './git.js';
 import { EMPTY_TREE, fromFiles } from './tree.js';
@@ -29,12 +31,15 @@ export interface TrustReview {
   changes: string[];
   /** Commits in base..head that the hosts would not accept on their own signature. */
   suspects: SuspectCommit[];
+  /** What the range does to `reports.shards` beyond appending to it (empty: nothing). */
+  shards: string[];
 }
 
 /** Review what `base..head` does to trust; `unsignedHead`: head is the working tree made a commit (not signed yet), so only its trust settings are judged. */
 export async function reviewTrust(dir: string, base: string, head: string, unsignedHead = false): Promise<TrustReview> {
-  const [before, after] = await Promise.all([settingsAt(dir, base), settingsAt(dir, head)]);
-  const changes = compare(before, after);
+  const [before, after] = await Promise.all([meshYamlAt(dir, base), meshYamlAt(dir, head)]);
+  const changes = compare(await settingsOf(base, before), await settingsOf(head, after));
+  const shards = await shardChanges(dir, head, shardList(before), shardList(after));
   const commits = (await git(dir, ['rev-list', '--reverse', `${base}..${head}`])).split('\n').filter(Boolean);
   const suspects: SuspectCommit[] = [];
   for (const commit of commits) {
@@ -47,16 +52,32 @@ export async function reviewTrust(dir: string, base: string, head: string, unsig
     const subject = (await git(dir, ['log', '-1', '--format=%s', commit])).trim();
     suspects.push({ commit, subject, problem: verdict.message });
   }
-  return { changes, suspects };
+  return { changes, suspects, shards };
 }
 
 type Settings = Awaited<ReturnType<typeof fleetTrust>>;
 
-/** mesh.yaml's trust settings at `rev`: only that one file is read (one git process), not the fleet. */
-async function settingsAt(dir: string, rev: string): Promise<Settings> {
-  if (rev === EMPTY_TREE) return null;
-  const text = await git(dir, ['cat-file', 'blob', `${rev}:mesh.yaml`]).catch(() => null);
+/** mesh.yaml's text at `rev` (null: there is none): only that one file is read (one git process), not the fleet. */
+function meshYamlAt(dir: string, rev: string): Promise<string | null> {
+  return rev === EMPTY_TREE ? Promise.resolve(null) : git(dir, ['cat-file', 'blob', `${rev}:mesh.yaml`]).catch(() => null);
+}
+
+/** The trust settings of mesh.yaml's `text` at `rev`. */
+function settingsOf(rev: string, text: string | null): Promise<Settings> {
+  if (rev === EMPTY_TREE) return Promise.resolve(null);
   return fleetTrust(fromFiles(new Map(text === null ? [] : [['mesh.yaml', text]])));
+}
+
+async function settingsAt(dir: string, rev: string): Promise<Settings> {
+  return settingsOf(rev, await meshYamlAt(dir, rev));
+}
+
+/** The shard list's change from `before` to `after`, with the nodes at `head` counted (their names only are read). */
+async function shardChanges(dir: string, head: string, before: string[] | null, after: string[] | null): Promise<string[]> {
+  if (appendsOnly(before, after)) return [];
+  const paths = (await git(dir, ['ls-tree', '-r', '-z', '--name-only', '--full-tree', head, 'nodes'])).split('\0');
+  const nodes = paths.filter((p) => p.endsWith('/node.yaml') && p !== 'nodes/node.yaml').map((p) => p.split('/').at(-2)!);
+  return shardListChanges(before, after, nodes);
 }
 
 function compare(before: Settings, after: Settings): string[] {
@@ -89,5 +110,6 @@ export function trustLines(review: TrustReview): string[] {
     lines.push(`TRUST: ${review.suspects.length} commit${review.suspects.length === 1 ? '' : 's'} in this range would be refused by the hosts on their own (signing on top of them deploys them):`);
     for (const s of review.suspects) lines.push(`  ${s.commit.slice(0, 12)} "${s.subject}": ${s.problem}`);
   }
+  if (review.shards.length > 0) lines.push('REPORT SHARDS: mesh.yaml moves report branches in a way mirror sync does not mend (docs/servers.md):', ...review.shards.map((c) => `  ${c}`));
   return lines;
 }

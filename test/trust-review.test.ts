@@ -9,6 +9,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cli, createFleet, git, MESH_CLI, signingKey, type TestFleet } from './helpers/fleet.js';
+import { shardOf } from '../core/report/shard.js';
 
 describe('trust changes in review', { timeout: 90_000 }, () => {
   let fleet: TestFleet;
@@ -55,6 +56,62 @@ describe('trust changes in review', { timeout: 90_000 }, () => {
     expect(push(true).status).toBe(0);
     await git(fleet.checkout, 'revert', '--no-edit', 'HEAD');
     expect(push(false).status).toBe(0); // a signed revert on top of an unsigned commit already on main: nothing new to refuse
+  });
+
+  it('a shard list that is not the old one with URLs appended is refused, with the nodes it moves counted; appending passes', async () => {
+    const base = (await git(fleet.checkout, 'rev-parse', 'HEAD')).trim();
+    const meshYaml = join(fleet.checkout, 'mesh.yaml');
+    const original = readFileSync(meshYaml, 'utf8');
+    const [a, b, c] = ['https://a.example.org/r.git', 'https://b.example.org/r.git', 'https://c.example.org/r.git'];
+    const nodes = Array.from({ length: 12 }, (_, i) => `web-${i + 1}`);
+    for (const node of nodes) {
+      mkdirSync(join(fleet.checkout, 'nodes/web', node), { recursive: true });
+      writeFileSync(join(fleet.checkout, 'nodes/web', node, 'node.yaml'), `generation: 1\n`);
+    }
+    const commitShards = async (urls: string[] | null, message: string) => {
+      writeFileSync(meshYaml, urls ? `${original.trimEnd()}\nreports:\n  shards:\n${urls.map((u) => `    - ${u}\n`).join('')}` : original);
+      await git(fleet.checkout, 'add', '-A');
+      await git(fleet.checkout, 'commit', '--quiet', '-m', message);
+      return (await git(fleet.checkout, 'rev-parse', 'HEAD')).trim();
+    };
+    const review = (range: string) => cli(fleet.checkout, 'verify-range', range);
+    const sharded = await commitShards([a, b], 'two report shards');
+    expect((await review(`${base}..HEAD`)).code).toBe(0); // sharding a fleet that runs: the documented way
+    await commitShards([a, b, c], 'a third shard, appended');
+    const appended = await review(`${sharded}..HEAD`);
+    expect([appended.code, appended.stdout.trim()]).toEqual([0, `${sharded}..HEAD: trust settings unchanged, and every commit is signed by a key trusted at its parent`]);
+
+    // Each node's shard at [a, b], by the same pick token issue and status make.
+    const onB = nodes.filter((n) => shardOf(n, 2) === 1).length;
+    await git(fleet.checkout, 'reset', '--quiet', '--hard', sharded);
+    await commitShards([b, a], 'shards reordered');
+    const reordered = await review(`${sharded}..HEAD`);
+    expect(reordered.code).toBe(1);
+    expect(reordered.stdout.split('\n')).toEqual([
+      'REPORT SHARDS: mesh.yaml moves report branches in a way mirror sync does not mend (docs/servers.md):',
+      '  12 of 12 nodes would report to another shard: the list is not the old one with URLs appended at its end (append new shards; do not reorder or remove)',
+      '',
+    ]);
+    expect(reordered.stderr).toContain('refused: look at the above, then run again with --allow');
+    expect((await cli(fleet.checkout, 'verify-range', `${sharded}..HEAD`, '--allow')).code).toBe(0);
+    expect((await cli(fleet.checkout, 'plan', '--base', sharded, '--no-fetch')).stdout.split('\n')[0]).toBe('REPORT SHARDS: mesh.yaml moves report branches in a way mirror sync does not mend (docs/servers.md):');
+    expect(JSON.parse((await cli(fleet.checkout, 'verify-range', `${sharded}..HEAD`, '--json')).stdout)).toMatchObject({ changes: [], suspects: [], shards: [expect.stringMatching(/^12 of 12 nodes/)] });
+
+    await git(fleet.checkout, 'reset', '--quiet', '--hard', sharded);
+    await commitShards([a], 'one shard removed');
+    const cut = await review(`${sharded}..HEAD`);
+    expect(cut.code).toBe(1);
+    expect(cut.stdout.split('\n').slice(1, 3)).toEqual([
+      `  shard removed: ${b} holds the report branches of ${onB} node${onB === 1 ? '' : 's'}, and mirror sync moves branches only between the shards listed`,
+      `  ${onB} of 12 nodes would report to another shard: the list is not the old one with URLs appended at its end (append new shards; do not reorder or remove)`,
+    ]);
+
+    await git(fleet.checkout, 'reset', '--quiet', '--hard', sharded);
+    await commitShards(null, 'no more shards');
+    const gone = await review(`${sharded}..HEAD`);
+    expect(gone.code).toBe(1);
+    expect(gone.stdout.split('\n')[1]).toBe('  reports.shards removed (it listed 2): each host keeps pushing to its last shard, and status reads only the fleet repository');
+    await git(fleet.checkout, 'reset', '--quiet', '--hard', base);
   });
 
   it('a commit that adds a signer is shown as a trust change, signed or not', async () => {
