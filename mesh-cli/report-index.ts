@@ -69,10 +69,11 @@ export interface Network {
   onMain?(places: Promise<Map<string, string | null>>, tip?: string | null): void;
   /**
    * Given, a report shard that does not answer does not fail the refresh (unless every shard
-   * fails): it is called with those shards, each with how many of the nodes seen before are on it;
-   * their records stay as the last refresh left them.
+   * fails): it is called with those shards, each with how many of the nodes seen before are on it,
+   * and `awayOf`, the URL of a node's shard when that is one of them; their records stay as the
+   * last refresh left them.
    */
-  partial?(shards: UnreachableShards): void;
+  partial?(shards: UnreachableShards, awayOf: (node: string) => string | undefined): void;
 }
 
 /**
@@ -232,7 +233,7 @@ function keepUnreachable(listed: { remote: Remote; tips: Map<string, string> }, 
     listed.tips.set(node, tip);
     nodes.set(on.url, nodes.get(on.url)! + 1);
   }
-  network.partial?.(away.shards.map((s) => ({ ...s, nodes: nodes.get(s.url)! })));
+  network.partial?.(away.shards.map((s) => ({ ...s, nodes: nodes.get(s.url)! })), (node) => away.of(node)?.url);
 }
 
 /** Stage 2: every batch fetched into the report store, FETCHES at a time, in order: each promise settles when its batch is there. */

@@ -177,6 +177,20 @@ describe('report shards', { timeout: 180_000 }, () => {
     const rollout = await cli(fleet.checkout, 'status', '--commit', commit, '--json');
     renameSync(join(fleet.server.data, `${down}.away`), join(fleet.server.data, down));
     expect(rollout.code, rollout.stdout).toBe(3);
+    // A first status run (a new checkout: no index yet) while a shard does not answer: the nodes on
+    // it are not known, which is not "never enrolled", and the row, the summary and the page say so.
+    rmSync(join(fleet.checkout, '.git', 'mesh'), { recursive: true, force: true });
+    renameSync(join(fleet.server.data, down), join(fleet.server.data, `${down}.away`));
+    const fresh = await cli(fleet.checkout, 'status', '--html', page);
+    const freshJson = await cli(fleet.checkout, 'status', '--json');
+    renameSync(join(fleet.server.data, `${down}.away`), join(fleet.server.data, down));
+    expect(fresh.code, fresh.stderr).toBe(3);
+    expect(fresh.stdout).not.toContain('never enrolled');
+    for (const node of onDown) expect(fresh.stdout).toMatch(new RegExp(`^${node} +unknown +- +unknown: its shard did not answer`, 'm'));
+    expect(fresh.stdout).toContain(`${onDown.length} not read (their shard did not answer)`);
+    expect(readFileSync(page, 'utf8')).toContain('unknown: its shard did not answer');
+    const freshRows = (JSON.parse(freshJson.stdout) as { nodes: Array<{ node: string; away?: string }> }).nodes;
+    for (const node of nodes) expect(freshRows.find((r) => r.node === node)?.away).toBe(onDown.includes(node) ? `${fleet.server.url}${down}` : undefined);
 
     // A shard appended: main names it, mirror sync gives it main and moves there the branches of the nodes it takes, and their hosts go on there.
     const three = [...shards, 'fleet-reports-2.git'];

@@ -112,7 +112,7 @@ function rolloutTable(rollouts: CommitRollout[]): string {
 
 function nodeTable(nodes: NodeStatus[], pending: Map<string, string>, now: Date): string {
   const rows = nodes.map((n) => {
-    const outcome = n.outcome ?? (n.claimed ? `claims ${n.claimed.outcome} (not verified)` : 'no report');
+    const outcome = n.outcome ?? (n.claimed ? `claims ${n.claimed.outcome} (not verified)` : n.away ? 'unknown: its shard did not answer' : 'no report');
     const notes = [...(n.signature !== 'valid' && n.reason ? [n.reason] : []), ...(n.chain !== 'ok' ? [`report chain ${n.chain}`] : []), ...(n.errors ?? []), ...(n.unchecked ?? []).map((u) => `not checked: ${u}`)];
     const own = tone(n);
     const waitingFor = own === 'problem' || own === 'quiet' ? undefined : pending.get(n.node);

@@ -35,6 +35,7 @@ import { EXIT } from '../../core/exit.js';
  */
 export async function fleetStatus(fleet: Fleet, opts: { fetch: boolean }): Promise<{ nodes: NodeStatus[]; mainTip: string | null; unreachable: UnreachableShards }> {
   let unreachable: UnreachableShards = [];
+  let awayOf: (node: string) => string | undefined = () => undefined;
   // The nodes on main, mesh.yaml's trust and main's tip are read as soon as main is fetched, while the reports are
   // (the nodes as the refresh read them, when it did).
   let mainFetched!: (nodes?: Promise<Map<string, string | null>>, tip?: string | null) => void;
@@ -43,7 +44,7 @@ export async function fleetStatus(fleet: Fleet, opts: { fetch: boolean }): Promi
     trustOnMain(fleet),
     tip !== undefined ? tip : git(fleet.dir, ['rev-parse', '--verify', '--quiet', mainRef(fleet)]).then((out) => out.trim() || null, () => null),
   ]));
-  if (opts.fetch) await fetchReports(fleet, mainFetched, (shards) => void (unreachable = shards));
+  if (opts.fetch) await fetchReports(fleet, mainFetched, (shards, of) => void ([unreachable, awayOf] = [shards, of]));
   mainFetched(); // not fetched, or not called back (main is read as it is)
   const [[listing, fleetTrust, mainTip], reported] = await Promise.all([fromMain, reportedNodes(fleet)]);
   const nodes = [...new Set([...listing.keys(), ...reported])].sort();
@@ -71,6 +72,8 @@ export async function fleetStatus(fleet: Fleet, opts: { fetch: boolean }): Promi
       ...(unchecked.length ? { unchecked } : {}),
       ...(t?.outcome === 'untrusted' ? { lastApplied: t.lastApplied ?? null } : {}),
       ...(r && !t ? { claimed: { lastContact: r.observedAt, commit: r.commit, outcome: r.outcome } } : {}),
+      // No report seen, because its shard did not answer: not a node that never reported.
+      ...(!r && verified.signature === 'missing' && awayOf(node) ? { away: awayOf(node) } : {}),
       chain: verified.chain,
       signer: t?.signer ?? null,
       trust: fleetTrust === 'none' ? 'none' : (t?.trust ?? fleetTrust),
@@ -107,7 +110,7 @@ async function trustOnMain(fleet: Fleet): Promise<'signed' | 'none'> {
 export function formatStatus(rows: NodeStatus[], now: Date): string {
   const table = [['NODE', 'LAST CONTACT', 'COMMIT', 'OUTCOME', 'HOST', 'SIGNATURE']];
   for (const r of rows) {
-    const contact = r.lastContact ? `${r.lastContact.slice(0, 19)}Z (${age(now.getTime() - Date.parse(r.lastContact))} ago)` : r.claimed ? 'unknown' : 'never';
+    const contact = r.lastContact ? `${r.lastContact.slice(0, 19)}Z (${age(now.getTime() - Date.parse(r.lastContact))} ago)` : r.claimed || r.away ? 'unknown' : 'never';
     const never = r.signature === 'missing' && !r.claimed;
     const signature = never ? '-' : r.chain === 'ok' ? r.signature : `${r.signature}, chain ${r.chain}`;
     table.push([r.node, contact, shownCommit(r), shownOutcome(r), r.hostVersion ?? '-', signature]);
@@ -131,7 +134,7 @@ function shownCommit(r: NodeStatus): string {
 }
 
 function shownOutcome(r: NodeStatus): string {
-  if (!r.outcome) return r.signature === 'revoked' ? 'revoked' : r.claimed ? `(claims ${r.claimed.outcome}, unverified)` : 'never enrolled';
+  if (!r.outcome) return r.signature === 'revoked' ? 'revoked' : r.claimed ? `(claims ${r.claimed.outcome}, unverified)` : r.away ? 'unknown: its shard did not answer' : 'never enrolled';
   if (r.outcome === 'untrusted') return `untrusted: refused ${r.commit?.slice(0, 12) ?? 'main'}`;
   return `${r.outcome}${r.drift ? ` (${r.drift} drift corrected)` : ''}`;
 }
@@ -142,8 +145,10 @@ export function summarize(rows: NodeStatus[], mainTip: string | null, mainBranch
   const outcomes = ['applied', 'unverified', 'failed', 'untrusted', 'enrolled', 'ineligible', 'retired'] as const;
   const parts = outcomes.map((o) => [count((r) => r.outcome === o), o] as const).filter(([n]) => n > 0).map(([n, o]) => `${n} ${o}`);
   // A report there, whose signature could not be checked this run (its shard down, its text gone): not a node that never reported.
-  const none = count((r) => r.outcome === null && r.signature === 'missing' && !r.claimed);
+  const none = count((r) => r.outcome === null && r.signature === 'missing' && !r.claimed && !r.away);
   if (none) parts.push(`${none} never enrolled`);
+  const away = count((r) => r.away !== undefined);
+  if (away) parts.push(`${away} not read (their shard did not answer)`);
   const unchecked = count((r) => r.outcome === null && r.signature === 'missing' && r.claimed !== undefined);
   if (unchecked) parts.push(`${unchecked} with a report not verified`);
   const revoked = count((r) => r.signature === 'revoked');

@@ -26,6 +26,8 @@ export interface NodeStatus {
   unchecked?: string[];
   /** An `untrusted` pass: the commit the node still enforces (`commit` is the one it refused). */
   lastApplied?: string | null;
+  /** The URL of the node's report shard, when that did not answer and no earlier run saw a report of it. */
+  away?: string;
   /** What a report whose signature is not valid claims; never shown as the node's state. */
   claimed?: { lastContact: string; commit: string | null; outcome: Report['outcome'] };
   /** The node's report chain: ok, or replayed / reordered / forked (chain.ts). */
