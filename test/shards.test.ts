@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { parse } from 'yaml';
 import { afterAll, describe, expect, it } from 'vitest';
 import { shardOf } from '../core/report/shard.js';
+import type { Synced } from '../mesh-cli/commands/mirror.js';
 import { cli, createFleet, git, hostCmd, newMachine, operatorUrl, type TestFleet } from './helpers/fleet.js';
 
 const open: TestFleet[] = [];
@@ -268,6 +269,39 @@ describe('sharding a fleet that runs', { timeout: 120_000 }, () => {
     expect(named.stderr).toContain(`app-1 on ${fleet.plainUrl}`);
     expect(named.stderr).toContain('not read');
     expect(JSON.parse(named.stdout).nodes[0]).toMatchObject({ node: 'app-1', commit: sharded, outcome: 'applied', signature: 'valid' });
+  });
+
+  it('with a shard down, mirror sync still moves the branches that belong on the others, and names those that wait', async () => {
+    const fleet = await createFleet();
+    open.push(fleet);
+    const fleetRepo = join(fleet.server.data, 'fleet.git');
+    const nodes = Array.from({ length: 8 }, (_, i) => `app-${i + 1}`);
+    const main = await git(fleetRepo, 'rev-parse', 'refs/heads/main');
+    for (const node of nodes) await git(fleetRepo, 'update-ref', `refs/heads/reports/${node}`, main); // branches as the fleet repository held them before sharding
+    const shards = ['reports-0.git', 'reports-1.git'];
+    for (const s of shards) await git(fleet.server.data, 'init', '--quiet', '--bare', '--initial-branch=main', s);
+    const meshYaml = readFileSync(join(fleet.checkout, 'mesh.yaml'), 'utf8');
+    await fleet.commit({ 'mesh.yaml': `${meshYaml}reports:\n  shards:\n${shards.map((s) => `    - ${fleet.server.url}${s}\n`).join('')}` }, 'reports in two shards');
+    const [on0, on1] = [nodes.filter((n) => shardOf(n, 2) === 0), nodes.filter((n) => shardOf(n, 2) === 1)];
+    expect(on0.length * on1.length).toBeGreaterThan(0);
+
+    renameSync(join(fleet.server.data, shards[1]!), join(fleet.server.data, `${shards[1]}.away`));
+    const partial = await cli(fleet.checkout, 'mirror', 'sync', '--json');
+    renameSync(join(fleet.server.data, `${shards[1]}.away`), join(fleet.server.data, shards[1]!));
+    expect(partial.code, partial.stderr).toBe(3);
+    expect(partial.stderr).toContain(`1 of 2 mirror(s) not synced: their hosts keep the last main they had, and ${on1.length} report branch(es) that belong on them stay where they are`);
+    const got = JSON.parse(partial.stdout) as Required<Pick<Synced, 'moved' | 'waiting'>>;
+    expect(got.moved.map((m) => m.node).sort()).toEqual([...on0].sort());
+    expect(got.waiting).toEqual(on1.map((node) => ({ node, from: fleet.plainUrl, to: `${fleet.server.url}${shards[1]}` })));
+    const held = async (repo: string) => (await git(repo, 'for-each-ref', '--format=%(refname:lstrip=3)', 'refs/heads/reports/')).split('\n').filter(Boolean).sort();
+    expect(await held(fleetRepo)).toEqual([...on1].sort());
+    expect(await held(join(fleet.server.data, shards[0]!))).toEqual([...on0].sort());
+
+    const whole = await cli(fleet.checkout, 'mirror', 'sync', '--json');
+    expect(whole.code, whole.stderr).toBe(0);
+    expect(JSON.parse(whole.stdout)).toMatchObject({ moved: on1.map((node) => ({ node, from: fleet.plainUrl, to: `${fleet.server.url}${shards[1]}` })), waiting: [] });
+    expect(await held(fleetRepo)).toEqual([]);
+    expect(await held(join(fleet.server.data, shards[1]!))).toEqual([...on1].sort());
   });
 
   it('mirror sync never touches the branches of a shard that is the fleet repository itself', async () => {

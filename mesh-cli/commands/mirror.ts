@@ -28,6 +28,8 @@ export interface Synced {
   moved?: Array<{ node: string; from: string; to: string }>;
   /** Old copies of report branches deleted because the node's shard holds them (shards only). */
   removed?: Array<{ node: string; from: string; heldBy: string }>;
+  /** Report branches not on their node's shard that stay where they are, because that shard was not synced (shards only). */
+  waiting?: Array<{ node: string; from: string; to: string }>;
 }
 
 /** Push origin's main, as fetched now, to each of `urls` (forced: a mirror follows the fleet server). */
@@ -56,22 +58,27 @@ export async function syncMirrors(fleet: Fleet, urls: string[]): Promise<Synced>
  * already has a branch keeps that one. The old copy is then deleted when that branch holds it
  * (a move whose delete failed, or a host that pushed its whole history there first, and went on
  * there since): nothing is lost. A copy the shard's branch does not hold stays where it is, and
- * status names it.
+ * status names it. The shards at the positions in `down` (not synced: they did not answer) are
+ * neither read nor written: what belongs on them waits for the next sync, the rest moves.
  */
-export async function moveStrays(fleet: Fleet, shards: ShardSource[]): Promise<Pick<Synced, 'moved' | 'removed'>> {
+export async function moveStrays(fleet: Fleet, shards: ShardSource[], down: ReadonlySet<number> = new Set()): Promise<Pick<Synced, 'moved' | 'removed' | 'waiting'>> {
   const k = shards.length;
   const origin = { url: withoutCredentials((await git(fleet.dir, ['remote', 'get-url', 'origin'])).trim()), remote: 'origin' };
   // The fleet repository last, as a place no node's branch belongs; unless mesh.yaml lists it as a shard itself.
   const sources = shards.some((s) => s.url === plainUrl(origin.url)) ? [...shards] : [...shards, origin];
   // Each source's report branches: node → tip.
-  const listed = await Promise.all(sources.map(async (s) => {
+  const listed = await Promise.all(sources.map(async (s, i) => {
+    if (down.has(i)) return new Map<string, string>();
     const out = await git(fleet.dir, ['ls-remote', s.remote, `${REPORT_REFS}*`]);
     return new Map(out.split('\n').filter(Boolean).map((l) => [l.split('\t')[1]!.slice(REPORT_REFS.length), l.split('\t')[0]!] as const));
   }));
   const moved: NonNullable<Synced['moved']> = [];
   const removed: NonNullable<Synced['removed']> = [];
+  const waiting: NonNullable<Synced['waiting']> = [];
   for (const [i, branches] of listed.entries()) {
-    const astray = [...branches.keys()].filter((node) => shardOf(node, k) !== i);
+    const away = [...branches.keys()].filter((node) => shardOf(node, k) !== i);
+    const astray = away.filter((node) => !down.has(shardOf(node, k)));
+    for (const node of away) if (down.has(shardOf(node, k))) waiting.push({ node, from: sources[i]!.url, to: shards[shardOf(node, k)]!.url });
     const strays = astray.filter((node) => !listed[shardOf(node, k)]!.has(node));
     const copies = astray.filter((node) => listed[shardOf(node, k)]!.has(node));
     if (copies.length > 0) removed.push(...(await removeHeldCopies(fleet, copies, sources[i]!, (node) => shards[shardOf(node, k)]!, branches)));
@@ -91,7 +98,7 @@ export async function moveStrays(fleet: Fleet, shards: ShardSource[]): Promise<P
       await git(fleet.dir, ['update-ref', '--stdin'], strays.map((node) => `delete ${temp(node)}\n`).join(''));
     }
   }
-  return { moved, removed };
+  return { moved, removed, waiting };
 }
 
 /**
@@ -132,14 +139,16 @@ export function mirrorCommand(program: Command): void {
       const urls = named.length ? named : shards?.map((s) => s.remote);
       if (!urls) throw new MeshError('E_NO_MIRRORS', "name the mirrors to sync (mesh-cli mirror sync URL...), or list the report shards in mesh.yaml's reports.shards", { next: 'human' });
       const synced = await syncMirrors(fleet, urls);
-      if (shards && synced.mirrors.every((m) => m.ok)) Object.assign(synced, await moveStrays(fleet, shards));
+      if (shards) Object.assign(synced, await moveStrays(fleet, shards, new Set(synced.mirrors.flatMap((m, i) => (m.ok ? [] : [i])))));
       if (o.json) console.log(JSON.stringify(synced));
       else {
         for (const m of synced.mirrors) console.log(m.ok ? `${m.url}: main at ${synced.main.slice(0, 12)}` : `${m.url}: not synced: ${m.error}`);
         for (const m of synced.moved ?? []) console.log(`reports/${m.node}: moved from ${m.from} to ${m.to}`);
         for (const m of synced.removed ?? []) console.log(`reports/${m.node}: old copy deleted from ${m.from} (${m.heldBy} holds it)`);
+        for (const m of synced.waiting ?? []) console.log(`reports/${m.node}: not moved from ${m.from}: its shard ${m.to} was not synced`);
       }
       const failed = synced.mirrors.filter((m) => !m.ok);
-      if (failed.length > 0) throw new MeshError('E_MIRROR_SYNC', `${failed.length} of ${synced.mirrors.length} mirror(s) not synced; their hosts keep the last main they had until the next sync`, { next: 'retry' });
+      const waiting = synced.waiting?.length ? `, and ${synced.waiting.length} report branch(es) that belong on them stay where they are (named above)` : '';
+      if (failed.length > 0) throw new MeshError('E_MIRROR_SYNC', `${failed.length} of ${synced.mirrors.length} mirror(s) not synced: their hosts keep the last main they had${waiting}, until a sync reaches them; run it again when they answer`, { next: 'retry' });
     });
 }
