@@ -285,9 +285,22 @@ describe('sharding a fleet that runs', { timeout: 120_000 }, () => {
     const [on0, on1] = [nodes.filter((n) => shardOf(n, 2) === 0), nodes.filter((n) => shardOf(n, 2) === 1)];
     expect(on0.length * on1.length).toBeGreaterThan(0);
 
+    // A machine enrolling while its shard does not answer: told so, with nothing used up; it enrols once the shard is back.
+    const late = Array.from({ length: 20 }, (_, i) => `db-${i + 1}`).find((n) => shardOf(n, 2) === 1)!;
+    const tokenFile = join(fleet.dir, `${late}.token`);
+    expect((await cli(fleet.checkout, 'token', 'issue', late, '--out', tokenFile)).code).toBe(0);
+    await git(fleet.checkout, 'push', '--quiet');
+    const root = newMachine(join(fleet.dir, 'machines', late));
+    mkdirSync(join(root, 'var/lib/dpkg'), { recursive: true });
+    writeFileSync(join(root, 'var/lib/dpkg/status'), ''); // eligible, as fleet.enrol makes it
     renameSync(join(fleet.server.data, shards[1]!), join(fleet.server.data, `${shards[1]}.away`));
     const partial = await cli(fleet.checkout, 'mirror', 'sync', '--json');
+    const early = await hostCmd(root, 'enrol', '--token-file', tokenFile);
     renameSync(join(fleet.server.data, `${shards[1]}.away`), join(fleet.server.data, shards[1]!));
+    expect(early.code, early.stderr).toBe(3);
+    expect(early.stderr).toContain(`cannot poll the report shard at ${fleet.server.url}${shards[1]} (HTTP 404)`);
+    expect(early.stderr).toContain('Nothing was applied or recorded, and the token was not used: enrol again once');
+    expect(existsSync(tokenFile)).toBe(true);
     expect(partial.code, partial.stderr).toBe(3);
     expect(partial.stderr).toContain(`1 of 2 mirror(s) not synced: their hosts keep the last main they had, and ${on1.length} report branch(es) that belong on them stay where they are`);
     const got = JSON.parse(partial.stdout) as Required<Pick<Synced, 'moved' | 'waiting'>>;
@@ -302,6 +315,9 @@ describe('sharding a fleet that runs', { timeout: 120_000 }, () => {
     expect(JSON.parse(whole.stdout)).toMatchObject({ moved: on1.map((node) => ({ node, from: fleet.plainUrl, to: `${fleet.server.url}${shards[1]}` })), waiting: [] });
     expect(await held(fleetRepo)).toEqual([]);
     expect(await held(join(fleet.server.data, shards[1]!))).toEqual([...on1].sort());
+    const enrolled = await hostCmd(root, 'enrol', '--token-file', tokenFile);
+    expect(enrolled.code, enrolled.stderr).toBe(0);
+    expect(await held(join(fleet.server.data, shards[1]!))).toEqual([...on1, late].sort());
   });
 
   it('mirror sync never touches the branches of a shard that is the fleet repository itself', async () => {

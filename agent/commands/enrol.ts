@@ -28,7 +28,7 @@ import { MeshError } from '../../core/errors.js';
 import { fleetHttp } from '../fleet/http.js';
 import { openFleetRepo, type FleetRepo } from '../fleet/git.js';
 import { collectInventory } from '../inventory.js';
-import { checkTokenSigners, enrolmentRefused, enrolmentTrust, tokenRefused } from '../trust/enrol.js';
+import { checkTokenSigners, enrolmentRefused, enrolmentTrust, shardUnreachable, tokenRefused } from '../trust/enrol.js';
 import { acquireLock } from '../lock.js';
 import { hostPaths, type HostPaths } from '../paths.js';
 import { collectProfile } from '../profile.js';
@@ -75,7 +75,7 @@ async function enrolLocked(token: TokenFile, tokenFile: string, paths: HostPaths
   // Reports go to the node's shard when mesh.yaml shards them (the token names it), and so does the read of the last one.
   const repo = await openFleetRepo(paths.gitdir, token.url, http, token.reports ? { pushUrl: token.reports } : {});
   const last = await lastReport(repo, token.node, token.generation).catch((e: unknown) => {
-    throw tokenRefused(e, token) ?? e; // a report shard that has not been given main yet does not know the credential
+    throw tokenRefused(e, token) ?? shardUnreachable(e, token) ?? e; // a report shard that has not been given main yet does not know the credential
   });
 
   const tokenKey = decodePrivateKey(token.secret);

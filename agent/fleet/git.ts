@@ -88,7 +88,7 @@ export async function openFleetRepo(gitdir: string, url: string, http: HttpClien
       return result;
     } catch (e) {
       if (e instanceof MeshError && typeof e.data.retryAfterMs === 'number') retryAfter = e.data.retryAfterMs;
-      throw networkError(what, at, e);
+      throw networkError(what, at, e, at !== url && at === pushUrl ? 'the report shard' : 'the fleet repo');
     }
   };
   const serverTip = async (ref: string, at: string) => (await network('poll', () => lsRefs(http, at, ref), at)).find((r) => r.ref === ref)?.oid ?? null;
@@ -249,8 +249,8 @@ function branchAhead(ref: string, tip: string): MeshError {
 }
 
 /** Failures to reach the server become retryable errors that say what was tried; a busy server's error passes as it is. */
-function networkError(what: string, url: string, e: unknown): unknown {
+function networkError(what: string, url: string, e: unknown, where: string): unknown {
   if (e instanceof MeshError) return e;
   const http = e instanceof Errors.HttpError ? ` (HTTP ${(e.data as { statusCode?: number }).statusCode})` : '';
-  return new MeshError('E_FLEET_UNREACHABLE', `cannot ${what} the fleet repo at ${url}${http}: ${messageOf(e)}`, { next: 'retry', cause: e });
+  return new MeshError('E_FLEET_UNREACHABLE', `cannot ${what} ${where} at ${url}${http}: ${messageOf(e)}`, { next: 'retry', cause: e });
 }

@@ -56,6 +56,16 @@ export function tokenRefused(e: unknown, token: TokenFile): MeshError | null {
   );
 }
 
+/** A report shard the token names that does not answer before anything is written: what to do, for the operator at the machine. */
+export function shardUnreachable(e: unknown, token: TokenFile): MeshError | null {
+  if (!(e instanceof MeshError) || e.code !== 'E_FLEET_UNREACHABLE' || !token.reports) return null;
+  return new MeshError(
+    'E_FLEET_UNREACHABLE',
+    `${e.message}. Nothing was applied or recorded, and the token was not used: enrol again once this node's report shard (named in the token, from mesh.yaml's reports.shards) answers; the token is valid until ${token.expires}`,
+    { next: 'retry', cause: e },
+  );
+}
+
 /**
  * Refuse a token whose signer keys do not let the host trust main's tip as enrolment found it
  * (the first main it would trust): the message names the keys on both sides.
