@@ -30,6 +30,12 @@ export function gitBytes(dir: string, args: string[], input: string | Buffer = '
   });
 }
 
+/** The line of git's stderr that says what went wrong: its first `fatal:` or `error:` line (without that word), else its last line. */
+export function gitSaid(stderr: string): string {
+  const lines = stderr.split('\n').map((l) => l.trim()).filter(Boolean);
+  return (lines.find((l) => /^(fatal|error): /.test(l)) ?? lines.at(-1) ?? '').replace(/^(fatal|error): /, '');
+}
+
 /** Run `git args…` in `dir` and return its stdout as text. */
 export async function git(dir: string, args: string[], input: string | Buffer = '', env?: NodeJS.ProcessEnv): Promise<string> {
   return (await gitBytes(dir, args, input, env)).toString('utf8');

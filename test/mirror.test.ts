@@ -42,6 +42,13 @@ describe('read mirrors', { timeout: 120_000 }, () => {
       expect(synced.stdout).toContain('main at');
     };
 
+    // A mirror URL that names no repository: git's own reason, not the last line of its advice, and exit 2 (a person's to fix), not 3.
+    const wrong = await cli(fleet.checkout, 'mirror', 'sync', operatorUrl(mirror, mirror.operator!).replace(/fleet\.git$/, 'flet.git'), 'no-such-remote');
+    expect(wrong.code, wrong.stderr).toBe(2);
+    expect(wrong.stdout).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/flet\.git: not synced: repository 'http:\/\/127\.0\.0\.1:\d+\/flet\.git\/' not found$/m);
+    expect(wrong.stdout).toContain("no-such-remote: not synced: 'no-such-remote' does not appear to be a git repository");
+    expect(wrong.stderr).toContain('fix what git said above, and run it again');
+
     const tokenFile = join(fleet.dir, 'web-1.token');
     const issued = await cli(fleet.checkout, 'token', 'issue', 'web-1', '--out', tokenFile, '--mirror', `${mirror.url}fleet.git`);
     expect(issued.code, issued.stderr).toBe(0);

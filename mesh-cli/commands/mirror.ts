@@ -15,7 +15,7 @@
 import type { Command } from 'commander';
 import { MeshError, messageOf } from '../../core/errors.js';
 import { openFleet, type Fleet } from '../fleet.js';
-import { git } from '../git.js';
+import { git, gitSaid } from '../git.js';
 import { plainUrl, shardSources, type ShardSource } from '../status/shards.js';
 import { shardOf } from '../../core/report/shard.js';
 import { REPORT_REFS } from '../../core/report/branch.js';
@@ -32,22 +32,23 @@ export interface Synced {
   waiting?: Array<{ node: string; from: string; to: string }>;
 }
 
-/** Push origin's main, as fetched now, to each of `urls` (forced: a mirror follows the fleet server). */
-export async function syncMirrors(fleet: Fleet, urls: string[]): Promise<Synced> {
+/** Push origin's main, as fetched now, to each of `urls` (forced: a mirror follows the fleet server); `passing`: every failure was one to try again (a server that did not answer). */
+async function syncMirrors(fleet: Fleet, urls: string[]): Promise<{ synced: Synced; passing: boolean }> {
   const branch = fleet.config.mainBranch;
   await git(fleet.dir, ['fetch', '--quiet', 'origin', `+refs/heads/${branch}:refs/remotes/origin/${branch}`]);
   const main = (await git(fleet.dir, ['rev-parse', `refs/remotes/origin/${branch}`])).trim();
   const mirrors: Synced['mirrors'] = [];
+  let passing = true;
   for (const url of urls) {
     try {
       await git(fleet.dir, ['push', '--quiet', '--force', '--no-verify', url, `refs/remotes/origin/${branch}:refs/heads/${branch}`]);
       mirrors.push({ url: withoutCredentials(url), ok: true });
     } catch (e) {
-      const said = String((e as MeshError).data?.stderr ?? messageOf(e)).split('\n').filter(Boolean).at(-1) ?? '';
-      mirrors.push({ url: withoutCredentials(url), ok: false, error: withoutCredentials(said.replace(/^fatal: /, '')) });
+      passing &&= e instanceof MeshError && e.next === 'retry';
+      mirrors.push({ url: withoutCredentials(url), ok: false, error: withoutCredentials(gitSaid(String((e as MeshError).data?.stderr ?? messageOf(e)))) });
     }
   }
-  return { main, mirrors };
+  return { synced: { main, mirrors }, passing };
 }
 
 /**
@@ -61,7 +62,7 @@ export async function syncMirrors(fleet: Fleet, urls: string[]): Promise<Synced>
  * status names it. The shards at the positions in `down` (not synced: they did not answer) are
  * neither read nor written: what belongs on them waits for the next sync, the rest moves.
  */
-export async function moveStrays(fleet: Fleet, shards: ShardSource[], down: ReadonlySet<number> = new Set()): Promise<Pick<Synced, 'moved' | 'removed' | 'waiting'>> {
+async function moveStrays(fleet: Fleet, shards: ShardSource[], down: ReadonlySet<number> = new Set()): Promise<Pick<Synced, 'moved' | 'removed' | 'waiting'>> {
   const k = shards.length;
   const origin = { url: withoutCredentials((await git(fleet.dir, ['remote', 'get-url', 'origin'])).trim()), remote: 'origin' };
   // The fleet repository last, as a place no node's branch belongs; unless mesh.yaml lists it as a shard itself.
@@ -138,7 +139,7 @@ export function mirrorCommand(program: Command): void {
       const shards = named.length ? null : await shardSources(fleet);
       const urls = named.length ? named : shards?.map((s) => s.remote);
       if (!urls) throw new MeshError('E_NO_MIRRORS', "name the mirrors to sync (mesh-cli mirror sync URL...), or list the report shards in mesh.yaml's reports.shards", { next: 'human' });
-      const synced = await syncMirrors(fleet, urls);
+      const { synced, passing } = await syncMirrors(fleet, urls);
       if (shards) Object.assign(synced, await moveStrays(fleet, shards, new Set(synced.mirrors.flatMap((m, i) => (m.ok ? [] : [i])))));
       if (o.json) console.log(JSON.stringify(synced));
       else {
@@ -149,6 +150,6 @@ export function mirrorCommand(program: Command): void {
       }
       const failed = synced.mirrors.filter((m) => !m.ok);
       const waiting = synced.waiting?.length ? `, and ${synced.waiting.length} report branch(es) that belong on them stay where they are (named above)` : '';
-      if (failed.length > 0) throw new MeshError('E_MIRROR_SYNC', `${failed.length} of ${synced.mirrors.length} mirror(s) not synced: their hosts keep the last main they had${waiting}, until a sync reaches them; run it again when they answer`, { next: 'retry' });
+      if (failed.length > 0) throw new MeshError('E_MIRROR_SYNC', `${failed.length} of ${synced.mirrors.length} mirror(s) not synced: their hosts keep the last main they had${waiting}, until a sync reaches them; ${passing ? 'run it again when they answer' : 'fix what git said above, and run it again'}`, { next: passing ? 'retry' : 'human' });
     });
 }

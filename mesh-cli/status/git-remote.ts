@@ -28,7 +28,7 @@ import { SIGNATURE_FILE, STATUS_FILE } from '../../core/report/branch.js';
 import { commitHeaders } from '../../core/git/commit.js';
 import { isFileMode, treeEntries } from '../../core/git/tree.js';
 import { oversizedText } from '../../core/report/verify.js';
-import { catFileBatch, gitBytes, type BatchObject, type CatFileBatch } from '../git.js';
+import { catFileBatch, gitBytes, gitSaid, type BatchObject, type CatFileBatch } from '../git.js';
 import { MAX_REPORT_FILE } from '../server/hooks.js';
 import { advertisedHeads, direct } from './http-direct.js';
 import { reportPackFetch } from './report-pack.js';
@@ -267,7 +267,7 @@ function remoteError(e: unknown, { text: where, missing }: Where): MeshError {
     return new MeshError('E_NO_REMOTE', `this checkout has no remote '${missing}': add the fleet server's repository with 'git remote add ${missing} http://HOST:PORT/fleet.git' (the operator credential in the URL or a git credential helper)`, { cause: e });
   }
   const stderr = String((e as MeshError).data?.stderr ?? messageOf(e));
-  const said = withoutCredential(stderr.split('\n').filter(Boolean).at(-1) ?? '').replace(/^fatal: /, '');
+  const said = withoutCredential(gitSaid(stderr));
   if (/Authentication failed|could not read (Username|Password)|terminal prompts disabled|HTTP (401|403)|returned error: 40[13]/.test(stderr)) return refused(where, said, e);
   return new MeshError('E_FETCH', `cannot fetch from ${where}: ${said}; check that the fleet server is running`, { next: 'retry', cause: e });
 }
