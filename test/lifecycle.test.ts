@@ -120,6 +120,14 @@ describe('enrolment', () => {
     expect((await host(root, 'state')).body).toMatchObject({ state: 'enrolled', node: 'web-1', generation: 1, eligible: true, unsentReport: false });
   });
 
+  it('rollback on a machine where mesh-host is no Debian package says so, rather than that no version completed a pass', async () => {
+    const root = await fleet.enrol('roll-1');
+    expect((await hostCmd(root, 'run', '--once')).code).toBe(0); // a pass completed, from a file, not from the package
+    const r = await hostCmd(root, 'rollback');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('mesh-host is not installed as a Debian package on this machine, so there is no version to roll back to');
+  });
+
   it('a node with no package manager is adopted but ineligible: it applies nothing, and every report says why', async () => {
     await fleet.commit({ 'nodes/db-1/base.yaml': 'resources:\n  - type: file\n    path: /etc/db.conf\n    content: "x\\n"\n' }, 'db-1');
     const root = newMachine(join(fleet.dir, 'machines', 'db-1'));

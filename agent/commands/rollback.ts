@@ -44,6 +44,9 @@ export async function rollback(ctx: HostContext, env: NodeJS.ProcessEnv): Promis
   const name = hostPackageName(paths);
   const good = readUpgradeState(paths).lastGood?.version;
   const from = (await queryInstalled(ctx, name))?.version ?? null;
+  if (!good && from === null) {
+    throw new MeshError('E_NO_LAST_GOOD', `${name} is not installed as a Debian package on this machine, so there is no version to roll back to: a rollback reinstalls the last good version of the package (install mesh-host from its .deb or your package repository to have one)`);
+  }
   if (!good) {
     throw new MeshError('E_NO_LAST_GOOD', `no version of ${name} has completed a pass on this machine yet, so there is nothing to roll back to: find out why ${from ?? name} fails (journalctl -u mesh-host) and install a working version by hand`);
   }
