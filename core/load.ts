@@ -93,11 +93,11 @@ export function readYaml(text: string, file: string, prepare?: Prepare): { ok: t
  * The second half of loadYaml: `data` read by readYaml checked against `schema`, each problem placed
  * in the file; an issue `deferred` says is left to a later check (the data is then still not loaded).
  */
-export function checkYaml<S extends z.ZodType>(data: unknown, parsed: Parsed, schema: S, deferred?: (issue: z.core.$ZodIssue) => boolean): Loaded<z.output<S>> {
+export function checkYaml<S extends z.ZodType>(data: unknown, parsed: Parsed, schema: S, deferred?: (issue: z.core.$ZodIssue) => boolean, hint?: UnknownFieldHint): Loaded<z.output<S>> {
   const result = schema.safeParse(data);
   if (result.success) return { ok: true, value: result.data };
   const issues = deferred ? result.error.issues.filter((issue) => !deferred(issue)) : result.error.issues;
-  const problems = issues.flatMap((issue) => problemsOf(issue, parsed.doc, parsed.lines, parsed.file));
+  const problems = issues.flatMap((issue) => problemsOf(issue, parsed.doc, parsed.lines, parsed.file, hint));
   return { ok: false, problems: problems.sort((a, b) => a.line - b.line || a.col - b.col) };
 }
 
@@ -115,13 +115,19 @@ export function loadYamlOrThrow<S extends z.ZodType>(text: string, file: string,
   return loaded.value;
 }
 
-function problemsOf(issue: z.core.$ZodIssue, doc: Document, lines: LineCounter, file: string): Problem[] {
+/** What to write instead of the unknown field `key` of the map at `path` (undefined: nothing to add). */
+export type UnknownFieldHint = (path: (string | number)[], key: string) => string | undefined;
+
+function problemsOf(issue: z.core.$ZodIssue, doc: Document, lines: LineCounter, file: string, hint?: UnknownFieldHint): Problem[] {
   const { isScalar } = yaml();
   const path = issue.path.filter((k): k is string | number => typeof k !== 'symbol');
   const where = (node: Node | null | undefined) => positionOf(node ?? nearest(doc, path), lines);
   const field = path.length > 0 ? `${path.join('.')}: ` : '';
   if (issue.code === 'unrecognized_keys') {
-    return issue.keys.map((key) => ({ file, ...where(keyNode(doc, path, key)), message: `${field}unknown field '${key}'` }));
+    return issue.keys.map((key) => {
+      const instead = hint?.(path, key);
+      return { file, ...where(keyNode(doc, path, key)), message: `${field}unknown field '${key}'${instead ? `: ${instead}` : ''}` };
+    });
   }
   if (issue.code === 'invalid_union' && 'discriminator' in issue && issue.discriminator) {
     const node = doc.getIn(path, true) as Node | undefined;

@@ -232,6 +232,32 @@ describe('validate and plan read the layout', { timeout: 90_000 }, () => {
     }
   });
 
+  it('validate says what to write for the fields Puppet, Ansible and Salt use that mesh spells another way, in a declaration and in a role', async () => {
+    writeFileSync(join(f.checkout, 'nodes/web/foreign.yaml'), [
+      'resources:',
+      '  - type: service', '    name: nginx', '    state: started',
+      '  - type: file', '    path: /etc/nginx/nginx.conf', '    content: "x\\n"', '    notify: service:nginx',
+      '  - type: command', '    name: migrate', '    run: [app, migrate]', '    onlyif: [test, -f, /srv/app/pending]',
+      '  - type: directory', '    path: /srv/app', '    wibble: 1',
+      '',
+    ].join('\n'));
+    writeFileSync(join(f.checkout, 'roles/foreign.yaml'), 'resources:\n  - type: package\n    name: nginx\n    state: latest\n');
+    try {
+      const r = await cli(f.checkout, 'validate', '--no-fetch');
+      expect(r.code).toBe(1);
+      expect(r.stdout.split('\n').filter(Boolean)).toEqual([
+        "nodes/web/foreign.yaml:4:5: resources.0: unknown field 'state': write running: true (started) or running: false (stopped), and enabled: true or false for at boot",
+        "nodes/web/foreign.yaml:8:5: resources.1: unknown field 'notify': mesh has no notify: the resource that reacts names what it watches (a service's restartOn: [/etc/app.conf] restarts it, a command's onChange: [file:/etc/app.conf] runs it)",
+        "nodes/web/foreign.yaml:12:5: resources.2: unknown field 'onlyif': write unless: with the test turned round (the command runs when unless exits non-zero)",
+        "nodes/web/foreign.yaml:15:5: resources.3: unknown field 'wibble'",
+        'roles/foreign.yaml:4:5: resources.0: unknown field \'state\': write ensure: present or ensure: absent, and pin a version with version: "1.2-1" (there is no latest: a package is installed once and upgraded when version changes)',
+      ]);
+    } finally {
+      rmSync(join(f.checkout, 'nodes/web/foreign.yaml'));
+      rmSync(join(f.checkout, 'roles/foreign.yaml'));
+    }
+  });
+
   it('validate names the layout\'s problems, renders the files of a group no node is in, and warns of literal templates', async () => {
     const broken: Record<string, string> = {
       'nodes/db/web-2/node.yaml': 'node: web-2\ngeneration: 1\n',

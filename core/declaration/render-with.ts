@@ -22,6 +22,7 @@ import type { Node } from 'yaml';
 import type { Facts } from '../../schema/facts.js';
 import type { Include, Resource } from '../../schema/declaration.js';
 import { fastDeclarationFile } from '../../schema/declaration-fast.js';
+import { FOREIGN_FIELDS } from '../../schema/foreign-fields.js';
 import { ROLE_PATH } from '../../schema/role-path.js';
 import { resourceId } from '../../schema/resource-id.js';
 import type { Problem } from '../errors.js';
@@ -202,7 +203,14 @@ async function checked(read: ReturnType<typeof readYaml>, schema: 'DeclarationFi
   if (!read.ok) return read;
   const quick = fastDeclarationFile(read.data);
   if (quick !== undefined) return { ok: true, value: quick };
-  return checkYaml(read.data, read.parsed, (await schemas())[schema]);
+  return checkYaml(read.data, read.parsed, (await schemas())[schema], undefined, (path, key) => foreignField(read.data, path, key));
+}
+
+/** FOREIGN_FIELDS' word on the unknown field `key` of the resource at `path` (resources.N) of a declaration's `data`. */
+export function foreignField(data: unknown, path: (string | number)[], key: string): string | undefined {
+  if (path.length !== 2 || path[0] !== 'resources' || typeof path[1] !== 'number') return undefined;
+  const type = ((data as { resources?: Array<{ type?: unknown }> }).resources?.[path[1]])?.type;
+  return (typeof type === 'string' ? FOREIGN_FIELDS[type]?.[key] : undefined) ?? FOREIGN_FIELDS['*']![key];
 }
 
 /** The node's secrets (nodeSecrets), without loading their reader when no level has a secrets.yaml; each file is read once. */

@@ -1,0 +1,30 @@
+/**
+ * Fields other tools use (Puppet's ensure, notify and require; Ansible's and Salt's state, dest,
+ * src and user) that mesh spells another way, by resource type ('*': every type): what to do
+ * instead. `validate` adds it to the message that names the unknown field. No zod here: the
+ * declaration's quick path (declaration-fast.ts) must not load it.
+ */
+const ORDER = 'mesh has no ordering fields: it applies resources in the order they are declared (a folder before what it holds), so declare this one after what it needs';
+const WATCH = "mesh has no notify: the resource that reacts names what it watches (a service's restartOn: [/etc/app.conf] restarts it, a command's onChange: [file:/etc/app.conf] runs it)";
+const PRESENCE = 'write ensure: present or ensure: absent';
+
+export const FOREIGN_FIELDS: Readonly<Record<string, Readonly<Record<string, string>>>> = {
+  '*': { notify: WATCH, subscribe: WATCH, watch: WATCH, listen: WATCH, require: ORDER, before: ORDER, after: ORDER, requires: ORDER, depends_on: ORDER },
+  file: { state: `${PRESENCE} (a folder is type: directory, a link type: symlink)`, dest: 'write path: (where the file goes)', src: 'write source: (a file in the folder of this declaration)', user: 'write owner:' },
+  directory: { state: PRESENCE, dest: 'write path:', user: 'write owner:', recurse: 'mesh manages the folder itself; declare what it holds as resources of their own' },
+  symlink: { state: PRESENCE, src: 'write target: (what the link points at)', dest: 'write path: (the link itself)' },
+  package: { state: `${PRESENCE}, and pin a version with version: "1.2-1" (there is no latest: a package is installed once and upgraded when version changes)`, pkg: 'write name:' },
+  service: {
+    state: 'write running: true (started) or running: false (stopped), and enabled: true or false for at boot',
+    ensure: 'write running: true or running: false, and enabled: true or false for at boot',
+    enable: 'write enabled: true or enabled: false',
+  },
+  user: { state: PRESENCE },
+  group: { state: PRESENCE },
+  command: {
+    command: 'write run:',
+    cmd: 'write run:',
+    onlyif: 'write unless: with the test turned round (the command runs when unless exits non-zero)',
+    refreshonly: 'write onChange: [type:id, ...]: the command then runs only when one of those changed in the pass',
+  },
+};
