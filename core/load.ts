@@ -144,6 +144,10 @@ function problemsOf(issue: z.core.$ZodIssue, doc: Document, lines: LineCounter, 
   if (issue.code === 'invalid_type' && doc.getIn(path, true) === undefined) {
     return [{ file, ...where(undefined), message: `${field}missing required field` }];
   }
+  if (issue.code === 'invalid_type') {
+    const shape = wrongShape(issue.expected, (path.length === 0 ? doc.contents : doc.getIn(path, true)) as Node | null);
+    if (shape) return [{ file, ...where(undefined), message: `${field}${shape}` }];
+  }
   return [{ file, ...where(undefined), message: `${field}${issue.message}` }];
 }
 
@@ -161,6 +165,18 @@ function asKey(issue: z.core.$ZodIssue & { discriminator?: string }, map: Node |
   const value = isScalar(pair.value) && pair.value.value !== null ? String(pair.value.value) : null;
   const field = value === null ? '' : `, and give ${value} its own field (${value.startsWith('/') ? 'path' : 'name'}: ${value})`;
   return `; '${key}:' is a ${issue.discriminator}, not a field: write '${issue.discriminator}: ${key}'${field}`;
+}
+
+/** A list given one value, or a map given a list: how to write what was meant (undefined: another mistake). */
+function wrongShape(expected: string, node: Node | null): string | undefined {
+  const { isMap, isScalar, isSeq } = yaml();
+  if (expected === 'array' && isMap(node)) return "must be a list: start each item with '- ', even when there is one";
+  if (expected === 'array' && isScalar(node) && node.value !== null && typeof node.value !== 'object') {
+    const value = String(node.value);
+    return `must be a list, even of one: write [${value}], or '- ${value}' on a line of its own below`;
+  }
+  if (expected === 'object' && isSeq(node)) return "must be a map of fields (name: value lines), not a list (lines starting with '- ')";
+  return undefined;
 }
 
 function expected(issue: z.core.$ZodIssue): string {

@@ -258,6 +258,24 @@ describe('validate and plan read the layout', { timeout: 90_000 }, () => {
     }
   });
 
+  it('validate says how to write a list given one value or a map, and a declaration written as a list of tasks', async () => {
+    writeFileSync(join(f.checkout, 'nodes/web/shapes.yaml'), 'resources:\n  - type: user\n    name: bob\n    groups: wheel\n  - type: service\n    name: app\n    restartOn: /etc/app.conf\n');
+    writeFileSync(join(f.checkout, 'nodes/web/one.yaml'), 'resources:\n  type: file\n  path: /etc/one\n');
+    writeFileSync(join(f.checkout, 'nodes/web/tasks.yaml'), '- type: file\n  path: /etc/motd\n  content: hi\n');
+    try {
+      const r = await cli(f.checkout, 'validate', '--no-fetch');
+      expect(r.code).toBe(1);
+      expect(r.stdout.split('\n').filter(Boolean)).toEqual([
+        "nodes/web/one.yaml:2:3: resources: must be a list: start each item with '- ', even when there is one",
+        "nodes/web/shapes.yaml:4:13: resources.0.groups: must be a list, even of one: write [wheel], or '- wheel' on a line of its own below",
+        "nodes/web/shapes.yaml:7:16: resources.1.restartOn: must be a list, even of one: write [/etc/app.conf], or '- /etc/app.conf' on a line of its own below",
+        'nodes/web/tasks.yaml:1:1: a declaration is a map, not a list: write resources: on a line of its own above the list, and indent the list under it (roles go under include:)',
+      ]);
+    } finally {
+      for (const name of ['shapes', 'one', 'tasks']) rmSync(join(f.checkout, `nodes/web/${name}.yaml`));
+    }
+  });
+
   it('validate names the layout\'s problems, renders the files of a group no node is in, and warns of literal templates', async () => {
     const broken: Record<string, string> = {
       'nodes/db/web-2/node.yaml': 'node: web-2\ngeneration: 1\n',

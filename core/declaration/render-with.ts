@@ -201,6 +201,10 @@ async function missingRoles(pass: Pass, file: string, text: string): Promise<voi
 /** A file read by readYaml, checked quickly when it is only files and directories, else by its schema (which places every problem). */
 async function checked(read: ReturnType<typeof readYaml>, schema: 'DeclarationFile' | 'RoleFile', schemas: LoadSchemas): Promise<{ ok: true; value: unknown } | { ok: false; problems: Problem[] }> {
   if (!read.ok) return read;
+  if (Array.isArray(read.data)) {
+    // A list of tasks, as an Ansible playbook holds them.
+    return { ok: false, problems: [{ file: read.parsed.file, line: 1, col: 1, message: `a ${schema === 'RoleFile' ? 'role' : 'declaration'} is a map, not a list: write resources: on a line of its own above the list, and indent the list under it (roles go under include:)` }] };
+  }
   const quick = fastDeclarationFile(read.data);
   if (quick !== undefined) return { ok: true, value: quick };
   return checkYaml(read.data, read.parsed, (await schemas())[schema], undefined, (path, key) => foreignField(read.data, path, key));
