@@ -144,7 +144,8 @@ function problemsOf(issue: z.core.$ZodIssue, doc: Document, lines: LineCounter, 
   if (issue.code === 'invalid_type' && doc.getIn(path, true) === undefined) {
     return [{ file, ...where(undefined), message: `${field}missing required field` }];
   }
-  if (issue.code === 'invalid_type') {
+  if (issue.code === 'invalid_type' && issue.message.startsWith('Invalid input')) {
+    // zod's own words only: a schema's message of its own (mode, version) says it better.
     const shape = wrongShape(issue.expected, (path.length === 0 ? doc.contents : doc.getIn(path, true)) as Node | null);
     if (shape) return [{ file, ...where(undefined), message: `${field}${shape}` }];
   }
@@ -167,10 +168,19 @@ function asKey(issue: z.core.$ZodIssue & { discriminator?: string }, map: Node |
   return `; '${key}:' is a ${issue.discriminator}, not a field: write '${issue.discriminator}: ${key}'${field}`;
 }
 
-/** A list given one value, or a map given a list: how to write what was meant (undefined: another mistake). */
+/** A list given one value, a map given a list, a yes for a boolean, a quoted number: how to write what was meant (undefined: another mistake). */
 function wrongShape(expected: string, node: Node | null): string | undefined {
   const { isMap, isScalar, isSeq } = yaml();
   if (expected === 'array' && isMap(node)) return "must be a list: start each item with '- ', even when there is one";
+  if (isScalar(node) && typeof node.value === 'string') {
+    const quoted = node.type === 'QUOTE_DOUBLE' || node.type === 'QUOTE_SINGLE';
+    if (expected === 'boolean' && /^(yes|no|on|off|y|n|true|false)$/i.test(node.value)) return `must be true or false, ${quoted ? 'without quotes' : `not ${node.value} (YAML 1.2 reads it as a word)`}`;
+    if (expected === 'number' && /^\s*-?\d+(\.\d+)?\s*$/.test(node.value)) return `must be a number: write ${node.value.trim()} without quotes`;
+  }
+  if (expected === 'string' && isScalar(node) && (typeof node.value === 'number' || typeof node.value === 'boolean')) {
+    const written = String(node.source ?? node.value);
+    return `must be a string: YAML reads ${written} as a ${typeof node.value}; quote it ("${written}") if you meant the text`;
+  }
   if (expected === 'array' && isScalar(node) && node.value !== null && typeof node.value !== 'object') {
     const value = String(node.value);
     return `must be a list, even of one: write [${value}], or '- ${value}' on a line of its own below`;

@@ -11,7 +11,14 @@ const PRESENCE = 'write ensure: present or ensure: absent';
 export const FOREIGN_FIELDS: Readonly<Record<string, Readonly<Record<string, string>>>> = {
   '*': { notify: WATCH, subscribe: WATCH, watch: WATCH, listen: WATCH, require: ORDER, before: ORDER, after: ORDER, requires: ORDER, depends_on: ORDER },
   file: { state: `${PRESENCE} (a folder is type: directory, a link type: symlink)`, dest: 'write path: (where the file goes)', src: 'write source: (a file in the folder of this declaration)', user: 'write owner:' },
-  directory: { state: PRESENCE, dest: 'write path:', user: 'write owner:', recurse: 'mesh manages the folder itself; declare what it holds as resources of their own' },
+  directory: {
+    state: PRESENCE,
+    dest: 'write path:',
+    user: 'write owner:',
+    recurse: 'mesh manages the folder itself; declare what it holds as resources of their own',
+    content: 'a directory holds no content: declare each file in it as a type: file resource',
+    source: 'a directory holds no content: declare each file in it as a type: file resource',
+  },
   symlink: { state: PRESENCE, src: 'write target: (what the link points at)', dest: 'write path: (the link itself)' },
   package: { state: `${PRESENCE}, and pin a version with version: "1.2-1" (there is no latest: a package is installed once and upgraded when version changes)`, pkg: 'write name:' },
   service: {

@@ -258,10 +258,11 @@ describe('validate and plan read the layout', { timeout: 90_000 }, () => {
     }
   });
 
-  it('validate says how to write a list given one value or a map, and a declaration written as a list of tasks', async () => {
+  it('validate says how to write a list given one value or a map, a declaration written as a list of tasks, and a yes, a quoted number or a bare one where the other is meant', async () => {
     writeFileSync(join(f.checkout, 'nodes/web/shapes.yaml'), 'resources:\n  - type: user\n    name: bob\n    groups: wheel\n  - type: service\n    name: app\n    restartOn: /etc/app.conf\n');
     writeFileSync(join(f.checkout, 'nodes/web/one.yaml'), 'resources:\n  type: file\n  path: /etc/one\n');
     writeFileSync(join(f.checkout, 'nodes/web/tasks.yaml'), '- type: file\n  path: /etc/motd\n  content: hi\n');
+    writeFileSync(join(f.checkout, 'nodes/web/words.yaml'), 'resources:\n  - type: service\n    name: nginx\n    enabled: yes\n    running: "true"\n  - type: group\n    name: ops\n    gid: "1001"\n  - type: file\n    path: /etc/n\n    content: 12\n');
     try {
       const r = await cli(f.checkout, 'validate', '--no-fetch');
       expect(r.code).toBe(1);
@@ -270,9 +271,13 @@ describe('validate and plan read the layout', { timeout: 90_000 }, () => {
         "nodes/web/shapes.yaml:4:13: resources.0.groups: must be a list, even of one: write [wheel], or '- wheel' on a line of its own below",
         "nodes/web/shapes.yaml:7:16: resources.1.restartOn: must be a list, even of one: write [/etc/app.conf], or '- /etc/app.conf' on a line of its own below",
         'nodes/web/tasks.yaml:1:1: a declaration is a map, not a list: write resources: on a line of its own above the list, and indent the list under it (roles go under include:)',
+        'nodes/web/words.yaml:4:14: resources.0.enabled: must be true or false, not yes (YAML 1.2 reads it as a word)',
+        'nodes/web/words.yaml:5:14: resources.0.running: must be true or false, without quotes',
+        'nodes/web/words.yaml:8:10: resources.1.gid: must be a number: write 1001 without quotes',
+        'nodes/web/words.yaml:11:14: resources.2.content: must be a string: YAML reads 12 as a number; quote it ("12") if you meant the text',
       ]);
     } finally {
-      for (const name of ['shapes', 'one', 'tasks']) rmSync(join(f.checkout, `nodes/web/${name}.yaml`));
+      for (const name of ['shapes', 'one', 'tasks', 'words']) rmSync(join(f.checkout, `nodes/web/${name}.yaml`));
     }
   });
 
