@@ -113,6 +113,12 @@ describe('templates: Liquid, strict about names and filters, lenient in if', () 
     });
     const fact = renderTemplate('{{ facts.memory }}', scope, 'f', same);
     expect(!fact.ok && fact.problem.message).toBe('unknown variable facts.memory: the facts are cpus, os');
+    // A bare name, as Ansible and Salt templates write it: the level that has it.
+    const bare = (t: string) => { const r = renderTemplate(t, scope, 'f', same); return !r.ok && r.problem.message; };
+    expect(bare('{{ port }}')).toBe('unknown variable port: a template reads vars, node, facts; write vars.port');
+    expect(bare('{{ cpus }}')).toBe('unknown variable cpus: a template reads vars, node, facts; write facts.cpus');
+    expect(bare('{{ name }}')).toBe('unknown variable name: a template reads vars, node, facts; write node.name');
+    expect(bare('{{ nothing }}')).toBe('unknown variable nothing: a template reads vars, node, facts');
   });
 
   it('an unknown filter, a syntax error or a list printed as it is are errors too', () => {

@@ -91,6 +91,9 @@ function hint(message: string, scope: TemplateScope): string {
   if (m?.[1] === 'params') return `${message}: pass it in the include's with:, or give a fallback with | default: VALUE`;
   if (m?.[1] === 'secrets') return `${message}: set it with 'mesh-cli secret set ${m[2]} --level PATH' (a secrets.yaml at nodes/, one of the node's groups or the node)`;
   if (m?.[1] === 'facts') return `${message}: the facts are ${Object.keys(scope.facts).sort().join(', ') || 'none'}`;
-  if (/^unknown variable \w+$/.test(message)) return `${message}: a template reads ${Object.keys(scope).join(', ')}`;
-  return message;
+  const bare = /^unknown variable (\w+)$/.exec(message)?.[1];
+  if (bare === undefined) return message;
+  // A name as Ansible's and Salt's templates write it (`{{ port }}`): the level that holds it.
+  const holders = Object.entries(scope).filter(([, values]) => typeof values === 'object' && values !== null && Object.hasOwn(values, bare)).map(([level]) => `${level}.${bare}`);
+  return `${message}: a template reads ${Object.keys(scope).join(', ')}${holders.length ? `; write ${holders.join(' or ')}` : ''}`;
 }
