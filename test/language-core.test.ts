@@ -119,6 +119,11 @@ describe('templates: Liquid, strict about names and filters, lenient in if', () 
     expect(bare('{{ cpus }}')).toBe('unknown variable cpus: a template reads vars, node, facts; write facts.cpus');
     expect(bare('{{ name }}')).toBe('unknown variable name: a template reads vars, node, facts; write node.name');
     expect(bare('{{ nothing }}')).toBe('unknown variable nothing: a template reads vars, node, facts');
+    // Jinja's filters and arguments, as Ansible and Salt templates write them.
+    expect(bare('{{ vars.port | upper }}')).toBe('undefined filter: upper: templates are Liquid, not Jinja: write | upcase');
+    expect(bare('{{ vars.hosts | length }}')).toBe('undefined filter: length: templates are Liquid, not Jinja: write | size');
+    expect(bare('{{ vars.port | default(80) }}')).toBe('expected ":" after filter name: templates are Liquid, not Jinja: a filter\'s arguments follow a colon (| default: 80, | join: ", "), not brackets');
+    expect(bare('{{ vars.port | frobnicate }}')).toBe('undefined filter: frobnicate');
   });
 
   it('an unknown filter, a syntax error or a list printed as it is are errors too', () => {

@@ -84,8 +84,17 @@ function problemOf(e: unknown, scope: TemplateScope, file: string, placeOf: Plac
   return { file, ...placeOf(line!, col!), message: hint(message, scope) };
 }
 
+/** Jinja's filters (Ansible's and Salt's templates) by their Liquid names. */
+const JINJA_FILTERS: Readonly<Record<string, string>> = {
+  upper: 'upcase', lower: 'downcase', title: 'capitalize', capitalize: 'capitalize', int: 'to_integer', length: 'size', count: 'size',
+  to_json: 'json', tojson: 'json', to_nice_json: 'json', trim: 'strip', unique: 'uniq', d: 'default', b64encode: 'base64_encode', b64decode: 'base64_decode',
+};
+
 /** The message with what to do about it. */
 function hint(message: string, scope: TemplateScope): string {
+  const filter = /^undefined filter: (\w+)$/.exec(message)?.[1];
+  if (filter !== undefined && JINJA_FILTERS[filter]) return `${message}: templates are Liquid, not Jinja: write | ${JINJA_FILTERS[filter]}`;
+  if (message === 'expected ":" after filter name') return `${message}: templates are Liquid, not Jinja: a filter's arguments follow a colon (| default: 80, | join: ", "), not brackets`;
   const m = /^unknown variable (\w+)\.(.+)$/.exec(message);
   if (m?.[1] === 'vars') return `${message}: set it in a vars.yaml (nodes/, the node's groups or the node), or give a fallback with | default: VALUE`;
   if (m?.[1] === 'params') return `${message}: pass it in the include's with:, or give a fallback with | default: VALUE`;
