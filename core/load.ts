@@ -93,11 +93,11 @@ export function readYaml(text: string, file: string, prepare?: Prepare): { ok: t
  * The second half of loadYaml: `data` read by readYaml checked against `schema`, each problem placed
  * in the file; an issue `deferred` says is left to a later check (the data is then still not loaded).
  */
-export function checkYaml<S extends z.ZodType>(data: unknown, parsed: Parsed, schema: S, deferred?: (issue: z.core.$ZodIssue) => boolean, hint?: UnknownFieldHint): Loaded<z.output<S>> {
+export function checkYaml<S extends z.ZodType>(data: unknown, parsed: Parsed, schema: S, deferred?: (issue: z.core.$ZodIssue) => boolean, hints?: Hints): Loaded<z.output<S>> {
   const result = schema.safeParse(data);
   if (result.success) return { ok: true, value: result.data };
   const issues = deferred ? result.error.issues.filter((issue) => !deferred(issue)) : result.error.issues;
-  const problems = issues.flatMap((issue) => problemsOf(issue, parsed.doc, parsed.lines, parsed.file, hint));
+  const problems = issues.flatMap((issue) => problemsOf(issue, parsed.doc, parsed.lines, parsed.file, hints));
   return { ok: false, problems: problems.sort((a, b) => a.line - b.line || a.col - b.col) };
 }
 
@@ -115,24 +115,30 @@ export function loadYamlOrThrow<S extends z.ZodType>(text: string, file: string,
   return loaded.value;
 }
 
-/** What to write instead of the unknown field `key` of the map at `path` (undefined: nothing to add). */
-export type UnknownFieldHint = (path: (string | number)[], key: string) => string | undefined;
+/** What to write instead, where a schema knows more than the loader (undefined: nothing to add). */
+export interface Hints {
+  /** For the unknown field `key` of the map at `path`. */
+  unknownField?(path: (string | number)[], key: string): string | undefined;
+  /** For the value `value` of a discriminator (a resource's `type`) at `path` that names no option. */
+  unknownOption?(path: (string | number)[], value: string): string | undefined;
+}
 
-function problemsOf(issue: z.core.$ZodIssue, doc: Document, lines: LineCounter, file: string, hint?: UnknownFieldHint): Problem[] {
+function problemsOf(issue: z.core.$ZodIssue, doc: Document, lines: LineCounter, file: string, hints?: Hints): Problem[] {
   const { isScalar } = yaml();
   const path = issue.path.filter((k): k is string | number => typeof k !== 'symbol');
   const where = (node: Node | null | undefined) => positionOf(node ?? nearest(doc, path), lines);
   const field = path.length > 0 ? `${path.join('.')}: ` : '';
   if (issue.code === 'unrecognized_keys') {
     return issue.keys.map((key) => {
-      const instead = hint?.(path, key);
+      const instead = hints?.unknownField?.(path, key);
       return { file, ...where(keyNode(doc, path, key)), message: `${field}unknown field '${key}'${instead ? `: ${instead}` : ''}` };
     });
   }
   if (issue.code === 'invalid_union' && 'discriminator' in issue && issue.discriminator) {
     const node = doc.getIn(path, true) as Node | undefined;
+    const instead = isScalar(node) ? hints?.unknownOption?.(path, String(node.value)) : undefined;
     const value = isScalar(node) ? `unknown ${issue.discriminator} '${String(node.value)}'` : `missing field '${issue.discriminator}'`;
-    return [{ file, ...where(node), message: `${field}${value}${expected(issue)}${node === undefined ? asKey(issue, doc.getIn(path.slice(0, -1), true) as Node | undefined) : ''}` }];
+    return [{ file, ...where(node), message: `${field}${value}${expected(issue)}${instead ? `: ${instead}` : ''}${node === undefined ? asKey(issue, doc.getIn(path.slice(0, -1), true) as Node | undefined) : ''}` }];
   }
   if (issue.code === 'invalid_key' && path.length > 0) {
     // A map key that breaks the rule: point at the key, with the rule's own message.

@@ -8,7 +8,7 @@
  * given resources while its last valid report says it is ineligible is caught here too.
  */
 import { loadDeclaration } from '../core/declaration/load.js';
-import { foreignField, rendersFirst } from '../core/declaration/render-with.js';
+import { foreignHints, rendersFirst } from '../core/declaration/render-with.js';
 import { NODES, NOT_DECLARATIONS, placeOfDir, readLayout, type FleetLayout, type NodePlace } from '../core/fleet/layout.js';
 import { PLACEHOLDER_FACTS } from '../schema/facts.js';
 import type { Problem } from '../core/errors.js';
@@ -173,7 +173,7 @@ function roleProblems(text: string, role: string): Problem[] {
   const read = readYaml(text, role);
   if (!read.ok) return read.problems;
   const rendered = (issue: { code: string; path: PropertyKey[] }) => RENDERED_FORM.has(issue.code) && rendersFirst(read.data, issue.path);
-  return problemsOf(checkYaml(read.data, read.parsed, RoleFile, rendered, (path, key) => foreignField(read.data, path, key)));
+  return problemsOf(checkYaml(read.data, read.parsed, RoleFile, rendered, foreignHints(read.data)));
 }
 
 /** The issues of a value's form (a pattern, a type, one of a set, a length), which its rendering decides. */

@@ -35,3 +35,20 @@ export const FOREIGN_FIELDS: Readonly<Record<string, Readonly<Record<string, str
     refreshonly: 'write onChange: [type:id, ...]: the command then runs only when one of those changed in the pass',
   },
 };
+
+/** Resource types of other tools (Puppet's exec, Ansible's copy and template modules, …) by what mesh declares instead. */
+export const FOREIGN_TYPES: Readonly<Record<string, string>> = {
+  exec: 'write type: command (run:, with onChange:, creates: or unless: as its guard)',
+  shell: 'write type: command with run: as one string and shell: true',
+  script: 'write type: command',
+  copy: 'write type: file (content: or source:)',
+  template: 'write type: file with template: true (content: or source: rendered as Liquid)',
+  lineinfile: 'mesh declares whole files: write type: file with the whole content',
+  dir: 'write type: directory',
+  folder: 'write type: directory',
+  link: 'write type: symlink (target: is what it points at)',
+  pkg: 'write type: package',
+  apt: 'write type: package',
+  systemd: 'write type: service',
+  cron: 'mesh has no cron type: declare a type: file in /etc/cron.d/',
+};

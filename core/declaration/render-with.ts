@@ -22,12 +22,12 @@ import type { Node } from 'yaml';
 import type { Facts } from '../../schema/facts.js';
 import type { Include, Resource } from '../../schema/declaration.js';
 import { fastDeclarationFile } from '../../schema/declaration-fast.js';
-import { FOREIGN_FIELDS } from '../../schema/foreign-fields.js';
+import { FOREIGN_FIELDS, FOREIGN_TYPES } from '../../schema/foreign-fields.js';
 import { ROLE_PATH } from '../../schema/role-path.js';
 import { resourceId } from '../../schema/resource-id.js';
 import type { Problem } from '../errors.js';
 import { levelsOf, NOT_DECLARATIONS, type NodePlace } from '../fleet/layout.js';
-import { checkYaml, keyPositionIn, loadYaml, positionIn, readYaml, yaml, type Parsed } from '../load.js';
+import { checkYaml, keyPositionIn, loadYaml, positionIn, readYaml, yaml, type Hints, type Parsed } from '../load.js';
 import { digestOf, type Declaration, type FleetReader } from './declaration.js';
 import { placeOfScalar } from './place.js';
 import { isTemplate, renderTemplate, type PlaceOf, type ScopeName, type TemplateScope } from './template.js';
@@ -207,14 +207,19 @@ async function checked(read: ReturnType<typeof readYaml>, schema: 'DeclarationFi
   }
   const quick = fastDeclarationFile(read.data);
   if (quick !== undefined) return { ok: true, value: quick };
-  return checkYaml(read.data, read.parsed, (await schemas())[schema], undefined, (path, key) => foreignField(read.data, path, key));
+  return checkYaml(read.data, read.parsed, (await schemas())[schema], undefined, foreignHints(read.data));
 }
 
-/** FOREIGN_FIELDS' word on the unknown field `key` of the resource at `path` (resources.N) of a declaration's `data`. */
-export function foreignField(data: unknown, path: (string | number)[], key: string): string | undefined {
-  if (path.length !== 2 || path[0] !== 'resources' || typeof path[1] !== 'number') return undefined;
-  const type = ((data as { resources?: Array<{ type?: unknown }> }).resources?.[path[1]])?.type;
-  return (typeof type === 'string' ? FOREIGN_FIELDS[type]?.[key] : undefined) ?? FOREIGN_FIELDS['*']![key];
+/** What FOREIGN_FIELDS and FOREIGN_TYPES say of a declaration's (or role's) `data`: a field of the resource at resources.N, or its type. */
+export function foreignHints(data: unknown): Hints {
+  return {
+    unknownField(path, key) {
+      if (path.length !== 2 || path[0] !== 'resources' || typeof path[1] !== 'number') return undefined;
+      const type = ((data as { resources?: Array<{ type?: unknown }> }).resources?.[path[1]])?.type;
+      return (typeof type === 'string' ? FOREIGN_FIELDS[type]?.[key] : undefined) ?? FOREIGN_FIELDS['*']![key];
+    },
+    unknownOption: (path, value) => (path.length === 3 && path[0] === 'resources' && path[2] === 'type' ? FOREIGN_TYPES[value] : undefined),
+  };
 }
 
 /** The node's secrets (nodeSecrets), without loading their reader when no level has a secrets.yaml; each file is read once. */
