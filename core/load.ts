@@ -119,7 +119,7 @@ export function loadYamlOrThrow<S extends z.ZodType>(text: string, file: string,
 export interface Hints {
   /** For the unknown field `key` of the map at `path`. */
   unknownField?(path: (string | number)[], key: string): string | undefined;
-  /** For the value `value` of a discriminator (a resource's `type`) at `path` that names no option. */
+  /** For the value `value` at `path` that names none of its options (a resource's `type`, an `ensure:`). */
   unknownOption?(path: (string | number)[], value: string): string | undefined;
 }
 
@@ -154,6 +154,11 @@ function problemsOf(issue: z.core.$ZodIssue, doc: Document, lines: LineCounter, 
     // zod's own words only: a schema's message of its own (mode, version) says it better.
     const shape = wrongShape(issue.expected, (path.length === 0 ? doc.contents : doc.getIn(path, true)) as Node | null);
     if (shape) return [{ file, ...where(undefined), message: `${field}${shape}` }];
+  }
+  if (issue.code === 'invalid_value') {
+    const node = doc.getIn(path, true) as Node | undefined;
+    const instead = isScalar(node) && node.value !== null ? hints?.unknownOption?.(path, String(node.value)) : undefined;
+    if (instead) return [{ file, ...where(node), message: `${field}${issue.message}: ${instead}` }];
   }
   return [{ file, ...where(undefined), message: `${field}${issue.message}` }];
 }

@@ -52,3 +52,16 @@ export const FOREIGN_TYPES: Readonly<Record<string, string>> = {
   systemd: 'write type: service',
   cron: 'mesh has no cron type: declare a type: file in /etc/cron.d/',
 };
+
+/** Puppet's values of ensure (and Ansible's of state) by mesh's. */
+export const FOREIGN_ENSURE: Readonly<Record<string, string>> = {
+  installed: 'write ensure: present',
+  latest: 'write ensure: present, and pin the version with version: "1.2-1" (there is no latest)',
+  purged: 'write ensure: absent',
+  removed: 'write ensure: absent',
+  file: 'write ensure: present (a file is type: file)',
+  directory: 'a folder is type: directory, with ensure: present',
+  link: 'a link is type: symlink, with ensure: present',
+  running: 'a service has no ensure: write running: true',
+  stopped: 'a service has no ensure: write running: false',
+};

@@ -241,7 +241,7 @@ describe('validate and plan read the layout', { timeout: 90_000 }, () => {
       '  - type: directory', '    path: /srv/app', '    wibble: 1',
       '',
     ].join('\n'));
-    writeFileSync(join(f.checkout, 'roles/foreign.yaml'), 'resources:\n  - type: package\n    name: nginx\n    state: latest\n  - type: exec\n    name: reload\n');
+    writeFileSync(join(f.checkout, 'roles/foreign.yaml'), 'resources:\n  - type: package\n    name: nginx\n    state: latest\n  - type: exec\n    name: reload\n  - type: package\n    name: curl\n    ensure: installed\n');
     try {
       const r = await cli(f.checkout, 'validate', '--no-fetch');
       expect(r.code).toBe(1);
@@ -252,6 +252,7 @@ describe('validate and plan read the layout', { timeout: 90_000 }, () => {
         "nodes/web/foreign.yaml:15:5: resources.3: unknown field 'wibble'",
         'roles/foreign.yaml:4:5: resources.0: unknown field \'state\': write ensure: present or ensure: absent, and pin a version with version: "1.2-1" (there is no latest: a package is installed once and upgraded when version changes)',
         "roles/foreign.yaml:5:11: resources.1.type: unknown type 'exec' (expected one of: file, directory, symlink, package, service, user, group, command): write type: command (run:, with onChange:, creates: or unless: as its guard)",
+        'roles/foreign.yaml:9:13: resources.2.ensure: Invalid option: expected one of "present"|"absent": write ensure: present',
       ]);
     } finally {
       rmSync(join(f.checkout, 'nodes/web/foreign.yaml'));

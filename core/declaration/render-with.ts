@@ -22,7 +22,7 @@ import type { Node } from 'yaml';
 import type { Facts } from '../../schema/facts.js';
 import type { Include, Resource } from '../../schema/declaration.js';
 import { fastDeclarationFile } from '../../schema/declaration-fast.js';
-import { FOREIGN_FIELDS, FOREIGN_TYPES } from '../../schema/foreign-fields.js';
+import { FOREIGN_ENSURE, FOREIGN_FIELDS, FOREIGN_TYPES } from '../../schema/foreign-fields.js';
 import { ROLE_PATH } from '../../schema/role-path.js';
 import { resourceId } from '../../schema/resource-id.js';
 import type { Problem } from '../errors.js';
@@ -218,7 +218,10 @@ export function foreignHints(data: unknown): Hints {
       const type = ((data as { resources?: Array<{ type?: unknown }> }).resources?.[path[1]])?.type;
       return (typeof type === 'string' ? FOREIGN_FIELDS[type]?.[key] : undefined) ?? FOREIGN_FIELDS['*']![key];
     },
-    unknownOption: (path, value) => (path.length === 3 && path[0] === 'resources' && path[2] === 'type' ? FOREIGN_TYPES[value] : undefined),
+    unknownOption(path, value) {
+      if (path.length !== 3 || path[0] !== 'resources') return undefined;
+      return path[2] === 'type' ? FOREIGN_TYPES[value] : path[2] === 'ensure' ? FOREIGN_ENSURE[value] : undefined;
+    },
   };
 }
 
