@@ -5,6 +5,8 @@ import { NodeName } from './fleet.js';
 export const TokenFile = z.strictObject({
   kind: z.literal('mesh-token'),
   version: z.literal(1),
+  /** core/token-check.ts: a check of the other fields, against a file cut short or changed on its way (absent in tokens of mesh before it). */
+  check: z.string().regex(/^[0-9a-f]{16}$/, { message: 'must be 16 hex digits, as mesh-cli token issue wrote it' }).optional(),
   url: z.string().min(1),
   /** Read mirrors of `url`: hosts poll and fetch main from the first that answers, and push their reports to `url`. */
   mirrors: z.array(z.string().min(1)).optional(),

@@ -195,6 +195,38 @@ describe('tokens', () => {
     expect((await reports(fleet, 'app-1')).length).toBe(1);
   });
 
+  it('a token cut short or changed on its way is refused by its check, with nothing used; the whole token, or one without a check, enrols', async () => {
+    const file = await token(fleet, 'app-9');
+    const text = readFileSync(file, 'utf8');
+    expect(text).toMatch(/^kind: mesh-token\nversion: 1\ncheck: [0-9a-f]{16}\n/m);
+    const root = machine(fleet, 'app-9');
+    // Cut before the credential (still a token the schema reads), and one field changed.
+    const lines = text.split('\n');
+    const cut = `${file}.cut`;
+    writeFileSync(cut, `${lines.slice(0, lines.findIndex((l) => l.startsWith('credential:'))).join('\n')}\n`);
+    const changed = `${file}.changed`;
+    writeFileSync(changed, text.replace(/^mainBranch: main$/m, 'mainBranch: master'));
+    for (const damaged of [cut, changed]) {
+      const r = await hostCmd(root, 'enrol', '--token-file', damaged);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain(`the token file ${damaged} was cut short or changed on its way here (its check `);
+      expect(r.stderr).toContain("nothing was used; copy the file 'mesh-cli token issue' wrote again, whole and unchanged, or issue a new token");
+      expect(existsSync(join(root, 'etc/mesh-host/config.json'))).toBe(false);
+    }
+    expect(await git(fleet.checkout, 'ls-remote', 'origin', 'refs/heads/reports/app-9')).toBe(''); // no report: nothing used
+    // CRLF line ends and an indent, as a mail or a clipboard may leave them, read the same: the check holds.
+    const carried = `${file}.carried`;
+    writeFileSync(carried, text.trimEnd().split('\n').map((l) => `  ${l}\r\n`).join(''));
+    const whole = await hostCmd(root, 'enrol', '--token-file', carried);
+    expect(whole.code, whole.stderr).toBe(0);
+
+    // A token without a check, as mesh before it wrote them, enrols as before.
+    const older = await token(fleet, 'app-10');
+    writeFileSync(older, readFileSync(older, 'utf8').replace(/^check: .*\n/m, ''));
+    const r = await hostCmd(machine(fleet, 'app-10'), 'enrol', '--token-file', older);
+    expect(r.code, r.stderr).toBe(0);
+  });
+
   it('an expired token is refused', async () => {
     const file = await token(fleet, 'app-2', { expires: '1s' });
     await sleep(1500);

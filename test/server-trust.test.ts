@@ -12,6 +12,8 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { cli, createFleet, git, gitIn, hostCmd, newMachine, signingKey, type TestFleet } from './helpers/fleet.js';
+import { tokenCheck } from '../core/token-check.js';
+import { TokenFile } from '../schema/token.js';
 
 const sha256 = (text: string) => createHash('sha256').update(text, 'utf8').digest('hex');
 const as = (name: string) => ['-c', `user.name=${name}`, '-c', `user.email=${name}@example.org`];
@@ -169,6 +171,13 @@ describe('a token enrols one machine once, recorded where its credential cannot 
     const bad = `${web4.file}.damaged`;
     writeFileSync(bad, text.replace(key, damaged));
     const root = machine('web-4');
+    // The token's own check sees the change first.
+    const unchecked = await hostCmd(root, 'enrol', '--token-file', bad);
+    expect(unchecked.code).toBe(2);
+    expect(unchecked.stderr).toContain('was cut short or changed on its way here');
+    // It proves nothing about who wrote the token: made to match (as whoever changed the key on purpose would), the signer check refuses it.
+    const remade = TokenFile.parse(parse(readFileSync(bad, 'utf8')));
+    writeFileSync(bad, readFileSync(bad, 'utf8').replace(/^check: [0-9a-f]{16}$/m, `check: ${tokenCheck(remade)}`));
     const refused = await hostCmd(root, 'enrol', '--token-file', bad);
     expect(refused.code).not.toBe(0);
     expect(refused.stderr).toMatch(/this token's signer keys do not match the fleet: main's tip [0-9a-f]{12} it is signed by SHA256:\S+, which is not a trusted signer of this fleet/);

@@ -18,6 +18,7 @@ import { NodeIdentity } from '../../schema/fleet.js';
 import { loadYamlOrThrow } from '../../core/load.js';
 import { VOUCH_NAMESPACE, vouchPayload, type BriefingLine } from '../../schema/report.js';
 import { TokenFile } from '../../schema/token.js';
+import { tokenCheck } from '../../core/token-check.js';
 import { briefingOutcome, clockLine, ineligibleErrors, packageManagerLine, recoverStore, rootWritableLine, type LastReport } from '../briefing.js';
 import { readConfig, readNodeKey, writeConfig, writeCredential, writeNodeKey, type HostConfig } from '../config.js';
 import { loadDeclaration, nodeDir } from '../../core/declaration/load.js';
@@ -139,7 +140,11 @@ function heldNodeKey(paths: HostPaths): string | null {
 
 function readToken(tokenFile: string, now: Date): TokenFile {
   if (!existsSync(tokenFile)) throw new MeshError('E_NO_TOKEN', `token file ${tokenFile} does not exist: issue one with 'mesh-cli token issue NODE' and copy it here`);
-  const token = loadYamlOrThrow(readFileSync(tokenFile, 'utf8'), tokenFile, TokenFile, `the token file ${tokenFile}`, "copy the file 'mesh-cli token issue' wrote again, whole and unchanged, or issue a new token");
+  const again = "copy the file 'mesh-cli token issue' wrote again, whole and unchanged, or issue a new token";
+  const token = loadYamlOrThrow(readFileSync(tokenFile, 'utf8'), tokenFile, TokenFile, `the token file ${tokenFile}`, again);
+  if (token.check !== undefined && token.check !== tokenCheck(token)) {
+    throw new MeshError('E_TOKEN_DAMAGED', `the token file ${tokenFile} was cut short or changed on its way here (its check ${token.check} does not match what it holds): nothing was used; ${again}`);
+  }
   if (Date.parse(token.expires) <= now.getTime()) throw expired(token.node, token.expires);
   return token;
 }

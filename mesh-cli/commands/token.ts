@@ -21,7 +21,8 @@ import { NODE_NAME, NodeIdentity } from '../../schema/fleet.js';
 import { loadYamlOrThrow } from '../../core/load.js';
 import { MAX_GROUP_DEPTH, NODES } from '../../core/fleet/layout.js';
 import { shardOf } from '../../core/report/shard.js';
-import type { TokenFile } from '../../schema/token.js';
+import { TokenFile } from '../../schema/token.js';
+import { tokenCheck } from '../../core/token-check.js';
 import { commitChange, originUrl, type Fleet } from '../fleet.js';
 import { placeOfNode } from '../layout.js';
 import { tokenPin } from '../tls.js';
@@ -84,8 +85,11 @@ export async function issueToken(fleet: Fleet, node: string, opts: { url?: strin
     ...(tlsPin ? { tlsPin } : {}),
     ...(password ? { credential: { username: node, password } } : {}),
   };
-  const text = `# mesh enrolment token for ${node}: carry it to the machine and run\n#   mesh-host enrol --token-file FILE\n# It holds secrets (the token key${password ? " and the node's git credential" : ''}): keep it private and delete it once used.\n# It is shown once, expires ${expires}, and is valid once the commit ${commit.slice(0, 12)} is pushed${reports ? ` and main is synced to its report shard ${reports} (mesh-cli mirror sync)` : ''}.\n${stringify(token)}`;
-  return { token, text, commit };
+  // The check goes second in the file (after kind and version): a file cut short anywhere below loses fields it covers.
+  const { kind, version, ...fields } = token;
+  const checked: TokenFile = { kind, version, check: tokenCheck(TokenFile.parse(token)), ...fields };
+  const text = `# mesh enrolment token for ${node}: carry it to the machine and run\n#   mesh-host enrol --token-file FILE\n# It holds secrets (the token key${password ? " and the node's git credential" : ''}): keep it private and delete it once used.\n# It is shown once, expires ${expires}, and is valid once the commit ${commit.slice(0, 12)} is pushed${reports ? ` and main is synced to its report shard ${reports} (mesh-cli mirror sync)` : ''}.\n${stringify(checked)}`;
+  return { token: checked, text, commit };
 }
 
 /** `url` without a user name or password in it: the operator's credential never goes into a token. */
