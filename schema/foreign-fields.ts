@@ -4,7 +4,7 @@
  * instead. `validate` adds it to the message that names the unknown field. No zod here: the
  * declaration's quick path (declaration-fast.ts) must not load it.
  */
-const ORDER = 'mesh has no ordering fields: it applies resources in the order they are declared (a folder before what it holds), so declare this one after what it needs';
+const ORDER = "mesh has no ordering fields: it puts first what a resource names (a file's folder and owner, a service's unit file and restartOn files) and otherwise keeps the order declared, so declare this one after what it needs";
 const WATCH = "mesh has no notify: the resource that reacts names what it watches (a service's restartOn: [/etc/app.conf] restarts it, a command's onChange: [file:/etc/app.conf] runs it)";
 const PRESENCE = 'write ensure: present or ensure: absent';
 

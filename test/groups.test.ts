@@ -218,69 +218,60 @@ describe('validate and plan read the layout', { timeout: 90_000 }, () => {
     expect(r.stderr).toBe('note: no reports fetched: skipped the check that ineligible nodes are given no resources\nvalid: 3 nodes, 1 role, mesh.yaml\n');
   });
 
-  it('validate says how to write a resource whose type is given as a key, as Ansible and Salt write it', async () => {
-    writeFileSync(join(f.checkout, 'nodes/web/shorthand.yaml'), 'resources:\n  - file: /etc/motd\n    content: "hi\\n"\n  - package: nginx\n');
+  /** validate --no-fetch with `files` written into the checkout (and removed after): its exit code and its problem lines. */
+  const validateWith = async (files: Record<string, string>): Promise<{ code: number; lines: string[] }> => {
+    for (const [path, text] of Object.entries(files)) writeFileSync(join(f.checkout, path), text);
     try {
       const r = await cli(f.checkout, 'validate', '--no-fetch');
-      expect(r.code).toBe(1);
-      expect(r.stdout.split('\n').filter(Boolean)).toEqual([
-        "nodes/web/shorthand.yaml:2:5: resources.0.type: missing field 'type' (expected one of: file, directory, symlink, package, service, user, group, command); 'file:' is a type, not a field: write 'type: file', and give /etc/motd its own field (path: /etc/motd)",
-        "nodes/web/shorthand.yaml:4:5: resources.1.type: missing field 'type' (expected one of: file, directory, symlink, package, service, user, group, command); 'package:' is a type, not a field: write 'type: package', and give nginx its own field (name: nginx)",
-      ]);
+      return { code: r.code, lines: r.stdout.split('\n').filter(Boolean) };
     } finally {
-      rmSync(join(f.checkout, 'nodes/web/shorthand.yaml'));
+      for (const path of Object.keys(files)) rmSync(join(f.checkout, path));
     }
+  };
+
+  it('validate says how to write a resource whose type is given as a key, as Ansible and Salt write it', async () => {
+    expect(await validateWith({ 'nodes/web/shorthand.yaml': 'resources:\n  - file: /etc/motd\n    content: "hi\\n"\n  - package: nginx\n' })).toEqual({ code: 1, lines: [
+      "nodes/web/shorthand.yaml:2:5: resources.0.type: missing field 'type' (expected one of: file, directory, symlink, package, service, user, group, command); 'file:' is a type, not a field: write 'type: file', and give /etc/motd its own field (path: /etc/motd)",
+      "nodes/web/shorthand.yaml:4:5: resources.1.type: missing field 'type' (expected one of: file, directory, symlink, package, service, user, group, command); 'package:' is a type, not a field: write 'type: package', and give nginx its own field (name: nginx)",
+    ] });
   });
 
   it('validate says what to write for the fields Puppet, Ansible and Salt use that mesh spells another way, in a declaration and in a role', async () => {
-    writeFileSync(join(f.checkout, 'nodes/web/foreign.yaml'), [
+    const declaration = [
       'resources:',
       '  - type: service', '    name: nginx', '    state: started',
       '  - type: file', '    path: /etc/nginx/nginx.conf', '    content: "x\\n"', '    notify: service:nginx',
       '  - type: command', '    name: migrate', '    run: [app, migrate]', '    onlyif: [test, -f, /srv/app/pending]',
       '  - type: directory', '    path: /srv/app', '    wibble: 1',
       '',
-    ].join('\n'));
-    writeFileSync(join(f.checkout, 'roles/foreign.yaml'), 'resources:\n  - type: package\n    name: nginx\n    state: latest\n  - type: exec\n    name: reload\n  - type: package\n    name: curl\n    ensure: installed\n');
-    try {
-      const r = await cli(f.checkout, 'validate', '--no-fetch');
-      expect(r.code).toBe(1);
-      expect(r.stdout.split('\n').filter(Boolean)).toEqual([
-        "nodes/web/foreign.yaml:4:5: resources.0: unknown field 'state': write running: true (started) or running: false (stopped), and enabled: true or false for at boot",
-        "nodes/web/foreign.yaml:8:5: resources.1: unknown field 'notify': mesh has no notify: the resource that reacts names what it watches (a service's restartOn: [/etc/app.conf] restarts it, a command's onChange: [file:/etc/app.conf] runs it)",
-        "nodes/web/foreign.yaml:12:5: resources.2: unknown field 'onlyif': write unless: with the test turned round (the command runs when unless exits non-zero)",
-        "nodes/web/foreign.yaml:15:5: resources.3: unknown field 'wibble'",
-        'roles/foreign.yaml:4:5: resources.0: unknown field \'state\': write ensure: present or ensure: absent, and pin a version with version: "1.2-1" (there is no latest: a package is installed once and upgraded when version changes)',
-        "roles/foreign.yaml:5:11: resources.1.type: unknown type 'exec' (expected one of: file, directory, symlink, package, service, user, group, command): write type: command (run:, with onChange:, creates: or unless: as its guard)",
-        'roles/foreign.yaml:9:13: resources.2.ensure: Invalid option: expected one of "present"|"absent": write ensure: present',
-      ]);
-    } finally {
-      rmSync(join(f.checkout, 'nodes/web/foreign.yaml'));
-      rmSync(join(f.checkout, 'roles/foreign.yaml'));
-    }
+    ].join('\n');
+    expect(await validateWith({ 'nodes/web/foreign.yaml': declaration, 'roles/foreign.yaml': 'resources:\n  - type: package\n    name: nginx\n    state: latest\n  - type: exec\n    name: reload\n  - type: package\n    name: curl\n    ensure: installed\n' })).toEqual({ code: 1, lines: [
+      "nodes/web/foreign.yaml:4:5: resources.0: unknown field 'state': write running: true (started) or running: false (stopped), and enabled: true or false for at boot",
+      "nodes/web/foreign.yaml:8:5: resources.1: unknown field 'notify': mesh has no notify: the resource that reacts names what it watches (a service's restartOn: [/etc/app.conf] restarts it, a command's onChange: [file:/etc/app.conf] runs it)",
+      "nodes/web/foreign.yaml:12:5: resources.2: unknown field 'onlyif': write unless: with the test turned round (the command runs when unless exits non-zero)",
+      "nodes/web/foreign.yaml:15:5: resources.3: unknown field 'wibble'",
+      'roles/foreign.yaml:4:5: resources.0: unknown field \'state\': write ensure: present or ensure: absent, and pin a version with version: "1.2-1" (there is no latest: a package is installed once and upgraded when version changes)',
+      "roles/foreign.yaml:5:11: resources.1.type: unknown type 'exec' (expected one of: file, directory, symlink, package, service, user, group, command): write type: command (run:, with onChange:, creates: or unless: as its guard)",
+      'roles/foreign.yaml:9:13: resources.2.ensure: Invalid option: expected one of "present"|"absent": write ensure: present',
+    ] });
   });
 
   it('validate says how to write a list given one value or a map, a declaration written as a list of tasks, and a yes, a quoted number or a bare one where the other is meant', async () => {
-    writeFileSync(join(f.checkout, 'nodes/web/shapes.yaml'), 'resources:\n  - type: user\n    name: bob\n    groups: wheel\n  - type: service\n    name: app\n    restartOn: /etc/app.conf\n');
-    writeFileSync(join(f.checkout, 'nodes/web/one.yaml'), 'resources:\n  type: file\n  path: /etc/one\n');
-    writeFileSync(join(f.checkout, 'nodes/web/tasks.yaml'), '- type: file\n  path: /etc/motd\n  content: hi\n');
-    writeFileSync(join(f.checkout, 'nodes/web/words.yaml'), 'resources:\n  - type: service\n    name: nginx\n    enabled: yes\n    running: "true"\n  - type: group\n    name: ops\n    gid: "1001"\n  - type: file\n    path: /etc/n\n    content: 12\n');
-    try {
-      const r = await cli(f.checkout, 'validate', '--no-fetch');
-      expect(r.code).toBe(1);
-      expect(r.stdout.split('\n').filter(Boolean)).toEqual([
-        "nodes/web/one.yaml:2:3: resources: must be a list: start each item with '- ', even when there is one",
-        "nodes/web/shapes.yaml:4:13: resources.0.groups: must be a list, even of one: write [wheel], or '- wheel' on a line of its own below",
-        "nodes/web/shapes.yaml:7:16: resources.1.restartOn: must be a list, even of one: write [/etc/app.conf], or '- /etc/app.conf' on a line of its own below",
-        'nodes/web/tasks.yaml:1:1: a declaration is a map, not a list: write resources: on a line of its own above the list, and indent the list under it (roles go under include:)',
-        'nodes/web/words.yaml:4:14: resources.0.enabled: must be true or false, not yes (YAML 1.2 reads it as a word)',
-        'nodes/web/words.yaml:5:14: resources.0.running: must be true or false, without quotes',
-        'nodes/web/words.yaml:8:10: resources.1.gid: must be a number: write 1001 without quotes',
-        'nodes/web/words.yaml:11:14: resources.2.content: must be a string: YAML reads 12 as a number; quote it ("12") if you meant the text',
-      ]);
-    } finally {
-      for (const name of ['shapes', 'one', 'tasks', 'words']) rmSync(join(f.checkout, `nodes/web/${name}.yaml`));
-    }
+    expect(await validateWith({
+      'nodes/web/shapes.yaml': 'resources:\n  - type: user\n    name: bob\n    groups: wheel\n  - type: service\n    name: app\n    restartOn: /etc/app.conf\n',
+      'nodes/web/one.yaml': 'resources:\n  type: file\n  path: /etc/one\n',
+      'nodes/web/tasks.yaml': '- type: file\n  path: /etc/motd\n  content: hi\n',
+      'nodes/web/words.yaml': 'resources:\n  - type: service\n    name: nginx\n    enabled: yes\n    running: "true"\n  - type: group\n    name: ops\n    gid: "1001"\n  - type: file\n    path: /etc/n\n    content: 12\n',
+    })).toEqual({ code: 1, lines: [
+      "nodes/web/one.yaml:2:3: resources: must be a list: start each item with '- ', even when there is one",
+      "nodes/web/shapes.yaml:4:13: resources.0.groups: must be a list, even of one: write [wheel], or '- wheel' on a line of its own below",
+      "nodes/web/shapes.yaml:7:16: resources.1.restartOn: must be a list, even of one: write [/etc/app.conf], or '- /etc/app.conf' on a line of its own below",
+      'nodes/web/tasks.yaml:1:1: a declaration is a map, not a list: write resources: on a line of its own above the list, and indent the list under it (roles go under include:)',
+      'nodes/web/words.yaml:4:14: resources.0.enabled: must be true or false, not yes (YAML 1.2 reads it as a word)',
+      'nodes/web/words.yaml:5:14: resources.0.running: must be true or false, without quotes',
+      'nodes/web/words.yaml:8:10: resources.1.gid: must be a number: write 1001 without quotes',
+      'nodes/web/words.yaml:11:14: resources.2.content: must be a string: YAML reads 12 as a number; quote it ("12") if you meant the text',
+    ] });
   });
 
   it('validate names the layout\'s problems, renders the files of a group no node is in, and warns of literal templates', async () => {
