@@ -119,6 +119,8 @@ export function loadYamlOrThrow<S extends z.ZodType>(text: string, file: string,
 export interface Hints {
   /** For the unknown field `key` of the map at `path`. */
   unknownField?(path: (string | number)[], key: string): string | undefined;
+  /** The field that names a map whose discriminator is `option` (a resource of type file: path). */
+  identityField?(option: string): string | undefined;
   /** For the value `value` at `path` that names none of its options (a resource's `type`, an `ensure:`). */
   unknownOption?(path: (string | number)[], value: string): string | undefined;
 }
@@ -138,7 +140,7 @@ function problemsOf(issue: z.core.$ZodIssue, doc: Document, lines: LineCounter, 
     const node = doc.getIn(path, true) as Node | undefined;
     const instead = isScalar(node) ? hints?.unknownOption?.(path, String(node.value)) : undefined;
     const value = isScalar(node) ? `unknown ${issue.discriminator} '${String(node.value)}'` : `missing field '${issue.discriminator}'`;
-    return [{ file, ...where(node), message: `${field}${value}${expected(issue)}${instead ? `: ${instead}` : ''}${node === undefined ? asKey(issue, doc.getIn(path.slice(0, -1), true) as Node | undefined) : ''}` }];
+    return [{ file, ...where(node), message: `${field}${value}${expected(issue)}${instead ? `: ${instead}` : ''}${node === undefined ? asKey(issue, doc.getIn(path.slice(0, -1), true) as Node | undefined, hints) : ''}` }];
   }
   if (issue.code === 'invalid_key' && path.length > 0) {
     // A map key that breaks the rule: point at the key, with the rule's own message.
@@ -167,7 +169,7 @@ function problemsOf(issue: z.core.$ZodIssue, doc: Document, lines: LineCounter, 
  * A map missing its discriminator that holds one of its values as a key, as Ansible and Salt write
  * it (`- file: /etc/motd` for `- type: file` and `path: /etc/motd`): what to write instead.
  */
-function asKey(issue: z.core.$ZodIssue & { discriminator?: string }, map: Node | undefined): string {
+function asKey(issue: z.core.$ZodIssue & { discriminator?: string }, map: Node | undefined, hints?: Hints): string {
   const { isMap, isPair, isScalar } = yaml();
   const options = (issue as { options?: unknown[] }).options;
   if (!isMap(map) || !Array.isArray(options)) return '';
@@ -175,7 +177,8 @@ function asKey(issue: z.core.$ZodIssue & { discriminator?: string }, map: Node |
   if (!pair || !isScalar(pair.key)) return '';
   const key = String(pair.key.value);
   const value = isScalar(pair.value) && pair.value.value !== null ? String(pair.value.value) : null;
-  const field = value === null ? '' : `, and give ${value} its own field (${value.startsWith('/') ? 'path' : 'name'}: ${value})`;
+  const named = value === null ? undefined : (hints?.identityField?.(key) ?? (value.startsWith('/') ? 'path' : 'name'));
+  const field = value === null ? '' : `, and give ${value} its own field (${named}: ${value})`;
   return `; '${key}:' is a ${issue.discriminator}, not a field: write '${issue.discriminator}: ${key}'${field}`;
 }
 

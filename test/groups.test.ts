@@ -230,9 +230,10 @@ describe('validate and plan read the layout', { timeout: 90_000 }, () => {
   };
 
   it('validate says how to write a resource whose type is given as a key, as Ansible and Salt write it', async () => {
-    expect(await validateWith({ 'nodes/web/shorthand.yaml': 'resources:\n  - file: /etc/motd\n    content: "hi\\n"\n  - package: nginx\n' })).toEqual({ code: 1, lines: [
+    expect(await validateWith({ 'nodes/web/shorthand.yaml': 'resources:\n  - file: /etc/motd\n    content: "hi\\n"\n  - package: nginx\n  - directory: srv/app\n' })).toEqual({ code: 1, lines: [
       "nodes/web/shorthand.yaml:2:5: resources.0.type: missing field 'type' (expected one of: file, directory, symlink, package, service, user, group, command); 'file:' is a type, not a field: write 'type: file', and give /etc/motd its own field (path: /etc/motd)",
       "nodes/web/shorthand.yaml:4:5: resources.1.type: missing field 'type' (expected one of: file, directory, symlink, package, service, user, group, command); 'package:' is a type, not a field: write 'type: package', and give nginx its own field (name: nginx)",
+      "nodes/web/shorthand.yaml:5:5: resources.2.type: missing field 'type' (expected one of: file, directory, symlink, package, service, user, group, command); 'directory:' is a type, not a field: write 'type: directory', and give srv/app its own field (path: srv/app)",
     ] });
   });
 

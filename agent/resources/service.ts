@@ -8,6 +8,7 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { ServiceResource } from '../../schema/declaration.js';
+import { PATH_TYPES } from '../../schema/resource-id.js';
 import { MeshError } from '../../core/errors.js';
 import { dropInDir, unitFile } from '../../core/declaration/unit-file.js';
 import type { Handler, ResourceContext } from './handler.js';
@@ -109,7 +110,7 @@ export const serviceHandler: Handler<ServiceResource> = {
   // Its unit file, when the fleet declares it, and the files it restarts on go first (and a service whose unit file failed is not started).
   needs: (r) => [
     ...['file', 'symlink'].map((type) => ({ id: `${type}:${unitFile(r.name)}`, field: 'name' })),
-    ...(r.restartOn ?? []).flatMap((p) => ['file', 'directory', 'symlink'].map((type) => ({ id: `${type}:${p}`, field: 'restartOn' }))),
+    ...(r.restartOn ?? []).flatMap((p) => [...PATH_TYPES].map((type) => ({ id: `${type}:${p}`, field: 'restartOn' }))),
   ],
   // Its drop-ins (NAME.service.d/*.conf), where the fleet declares them, likewise.
   needsUnder: (r) => [dropInDir(r.name)],

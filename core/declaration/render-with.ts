@@ -24,7 +24,7 @@ import type { Include, Resource } from '../../schema/declaration.js';
 import { fastDeclarationFile } from '../../schema/declaration-fast.js';
 import { FOREIGN_ENSURE, FOREIGN_FIELDS, FOREIGN_TYPES } from '../../schema/foreign-fields.js';
 import { ROLE_PATH } from '../../schema/role-path.js';
-import { resourceId } from '../../schema/resource-id.js';
+import { PATH_TYPES, resourceId } from '../../schema/resource-id.js';
 import type { Problem } from '../errors.js';
 import { levelsOf, NOT_DECLARATIONS, type NodePlace } from '../fleet/layout.js';
 import { checkYaml, keyPositionIn, loadYaml, positionIn, readYaml, yaml, type Hints, type Parsed } from '../load.js';
@@ -218,6 +218,7 @@ export function foreignHints(data: unknown): Hints {
       const type = ((data as { resources?: Array<{ type?: unknown }> }).resources?.[path[1]])?.type;
       return (typeof type === 'string' ? FOREIGN_FIELDS[type]?.[key] : undefined) ?? FOREIGN_FIELDS['*']![key];
     },
+    identityField: (type) => (PATH_TYPES.has(type) ? 'path' : 'name'),
     unknownOption(path, value) {
       if (path.length !== 3 || path[0] !== 'resources') return undefined;
       return path[2] === 'type' ? FOREIGN_TYPES[value] : path[2] === 'ensure' ? FOREIGN_ENSURE[value] : undefined;
