@@ -8,14 +8,14 @@
  * given resources while its last valid report says it is ineligible is caught here too.
  */
 import { loadDeclaration } from '../core/declaration/load.js';
-import { foreignHints, rendersFirst } from '../core/declaration/render-with.js';
+import { asWritten } from '../core/declaration/render-with.js';
+import { schemas } from '../core/declaration/schemas.js';
 import { NODES, NOT_DECLARATIONS, placeOfDir, readLayout, type FleetLayout, type NodePlace } from '../core/fleet/layout.js';
 import { PLACEHOLDER_FACTS } from '../schema/facts.js';
 import type { Problem } from '../core/errors.js';
-import { RoleFile } from '../schema/declaration.js';
 import { NODE_NAME, NodeIdentity } from '../schema/fleet.js';
 import { fleetSettings } from '../core/trust/check.js';
-import { checkYaml, loadYaml, positionIn, readYaml } from '../core/load.js';
+import { loadYaml, positionIn, readYaml } from '../core/load.js';
 import type { FleetTree } from './tree.js';
 import { nodeSecrets } from '../core/secrets/levels.js';
 import { cannotRead, type CurrentRecipients } from '../core/secrets/recipients.js';
@@ -43,7 +43,7 @@ export async function checkTree(tree: FleetTree, ineligible: Map<string, string>
   else problems.push(...problemsOf(fleetSettings(meshYaml)));
 
   const roles = await filesUnder(tree, 'roles');
-  for (const role of roles) problems.push(...roleProblems((await tree.read(role)) ?? '', role));
+  for (const role of roles) problems.push(...(await roleProblems((await tree.read(role)) ?? '', role)));
 
   const layout = await readLayout(tree);
   for (const p of layout.problems) problems.push({ ...p, file: await fileIn(tree, p.file) });
@@ -169,15 +169,11 @@ function problemsOf(loaded: { ok: true } | { ok: false; problems: Problem[] }): 
  * has its form checked where a node includes the role, rendered (checkTree renders every node and
  * group); here it would be refused for its braces.
  */
-function roleProblems(text: string, role: string): Problem[] {
+async function roleProblems(text: string, role: string): Promise<Problem[]> {
   const read = readYaml(text, role);
-  if (!read.ok) return read.problems;
-  const rendered = (issue: { code: string; path: PropertyKey[] }) => RENDERED_FORM.has(issue.code) && rendersFirst(read.data, issue.path);
-  return problemsOf(checkYaml(read.data, read.parsed, RoleFile, rendered, foreignHints(read.data)));
+  return read.ok ? asWritten(read, 'RoleFile', () => Promise.resolve(schemas)) : read.problems;
 }
 
-/** The issues of a value's form (a pattern, a type, one of a set, a length), which its rendering decides. */
-const RENDERED_FORM = new Set(['invalid_format', 'invalid_type', 'invalid_value', 'too_big', 'too_small']);
 
 /** A role included by many nodes reports its problems once; sorted by file, line, column. */
 function dedupe(problems: Problem[]): Problem[] {

@@ -124,9 +124,19 @@ async function renderFile(pass: Pass, file: string, params: Record<string, unkno
   const text = known ?? (await pass.tree.read(file)) ?? '';
   const scope: TemplateScope = params === null ? pass.base : { ...pass.base, params };
   const reads: Reads[] = [];
-  const loaded = await checked(readYaml(text, file, (data, parsed) => renderFields(data, parsed, scope, reads, pass.warnings)), params === null ? 'DeclarationFile' : 'RoleFile', pass.schemas);
+  const schema = params === null ? 'DeclarationFile' : 'RoleFile';
+  let unrendered = false;
+  const loaded = await checked(readYaml(text, file, (data, parsed) => {
+    const rendered = renderFields(data, parsed, scope, reads, pass.warnings);
+    unrendered = rendered.problems.length > 0;
+    return rendered;
+  }), schema, pass.schemas);
   if (!loaded.ok) {
     pass.problems.push(...loaded.problems);
+    // A template that does not render stops the file before its schema check: what is wrong with the rest, as written
+    // (read again: rendering changed the data in place), is said too.
+    const raw = unrendered ? readYaml(text, file) : null;
+    if (raw?.ok) pass.problems.push(...(await asWritten(raw, schema, pass.schemas)));
     await missingRoles(pass, file, text);
     return;
   }
@@ -201,10 +211,7 @@ async function missingRoles(pass: Pass, file: string, text: string): Promise<voi
 /** A file read by readYaml, checked quickly when it is only files and directories, else by its schema (which places every problem). */
 async function checked(read: ReturnType<typeof readYaml>, schema: 'DeclarationFile' | 'RoleFile', schemas: LoadSchemas): Promise<{ ok: true; value: unknown } | { ok: false; problems: Problem[] }> {
   if (!read.ok) return read;
-  if (Array.isArray(read.data)) {
-    // A list of tasks, as an Ansible playbook holds them.
-    return { ok: false, problems: [{ file: read.parsed.file, line: 1, col: 1, message: `a ${schema === 'RoleFile' ? 'role' : 'declaration'} is a map, not a list: write resources: on a line of its own above the list, and indent the list under it (roles go under include:)` }] };
-  }
+  if (Array.isArray(read.data)) return { ok: false, problems: [aList(read.parsed.file, schema)] };
   const quick = fastDeclarationFile(read.data);
   if (quick !== undefined) return { ok: true, value: quick };
   return checkYaml(read.data, read.parsed, (await schemas())[schema], undefined, foreignHints(read.data));
@@ -327,6 +334,22 @@ function renderFields(data: unknown, parsed: Parsed, scope: TemplateScope, reads
     });
   }
   return { data: top, problems };
+}
+
+/** A file that holds a list of tasks, as an Ansible playbook does, where a map is wanted. */
+function aList(file: string, schema: 'DeclarationFile' | 'RoleFile'): Problem {
+  return { file, line: 1, col: 1, message: `a ${schema === 'RoleFile' ? 'role' : 'declaration'} is a map, not a list: write resources: on a line of its own above the list, and indent the list under it (roles go under include:)` };
+}
+
+/** The kinds of a schema's issue that are about a value's form (a pattern, a type, one of a set, a length), which its rendering decides. */
+const RENDERED_FORM: ReadonlySet<string> = new Set(['invalid_format', 'invalid_type', 'invalid_value', 'too_big', 'too_small']);
+
+/** The problems of a file's shape as written, leaving the form of each value a template makes to its rendering. */
+export async function asWritten({ data, parsed }: { data: unknown; parsed: Parsed }, schema: 'DeclarationFile' | 'RoleFile', schemas: LoadSchemas): Promise<Problem[]> {
+  if (Array.isArray(data)) return [aList(parsed.file, schema)];
+  const rendered = (issue: { code: string; path: PropertyKey[] }) => RENDERED_FORM.has(issue.code) && rendersFirst(data, issue.path);
+  const loaded = checkYaml(data, parsed, (await schemas())[schema], rendered, foreignHints(data));
+  return loaded.ok ? [] : loaded.problems;
 }
 
 /**
