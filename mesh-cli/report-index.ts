@@ -28,7 +28,7 @@ import { chainStep } from './chain.js';
 import type { Fleet } from './fleet.js';
 import { git } from './git.js';
 import { commitOf, linkFromText, linkOf, reportView, tipOf } from './report-objects.js';
-import { readTexts, writeTexts, type ReportTexts } from './report-texts.js';
+import { intact, readTexts, writeTexts, type ReportTexts } from './report-texts.js';
 import { openRemote, openStore, type GitObject, type Remote } from './status/git-remote.js';
 import { plainUrl, shardedRemote, shardSources, type UnreachableShards } from './status/shards.js';
 import {
@@ -151,13 +151,17 @@ async function refresh(fleet: Fleet, mainRef: string, network: (Network & { remo
   const nodes: Record<string, NodeRecord> = { ...known, ...Object.fromEntries(read.records) };
   const kept = keptTexts(files);
   const textOf = (node: string) => read.texts.get(node) ?? kept().get(node);
-  const stale = await readStale(nodes, read, { ids, identities, textOf, remote: listed?.remote ?? null, submit });
-  const changes = read.records.size + plan.removed.length + stale.count;
-  // The texts do not depend on the verdicts: they are written while the threads verify.
-  const textsWritten = changes > 0 ? writeTexts(files.texts, allTexts(nodes, (node) => stale.texts.get(node) ?? textOf(node))) : null;
-  textsWritten?.catch(() => undefined); // awaited by the write stage
+  const usable = checkedTexts(textOf);
   const unchanged = Object.keys(nodes).filter((node) => !read.records.has(node));
-  const damaged = before.views !== undefined && unchanged.length > 0 && !readViews(files, nodes, unchanged, before.views, textOf);
+  // Before readStale: a report readViews cannot show is then fetched again and verified in this run.
+  const unshown = before.views !== undefined && unchanged.length > 0 ? readViews(files, nodes, unchanged, before.views, usable) : null;
+  const damaged = unshown !== null;
+  const stale = await readStale(nodes, read, { ids, identities, usable, unshown, remote: listed?.remote ?? null, submit });
+  if (usable.damaged.size > 0) console.error(damagedTextsNote(files.texts, usable.damaged, stale.texts));
+  const changes = read.records.size + plan.removed.length + stale.count + usable.damaged.size;
+  // The texts do not depend on the verdicts: they are written while the threads verify.
+  const textsWritten = changes > 0 ? writeTexts(files.texts, allTexts(nodes, (node) => stale.texts.get(node) ?? (usable.damaged.has(node) ? undefined : textOf(node)))) : null;
+  textsWritten?.catch(() => undefined); // awaited by the write stage
   for (const [node, blob, verdict] of await verified(submit)) setVerdict(nodes[node]!.tip, blob, verdict);
   lap('verify');
   chain(nodes, known, read, await gaps);
@@ -315,7 +319,7 @@ function readChunkOut(tips: Batch['tips'], got: Map<string, GitObject>, out: Rea
     const prev = ctx.known[node];
     // Fields named one by one: an object rest (`{ status, sig, ...rest }`) is V8's slow path, ~10 µs a report here.
     const fetched = tipOf(got, oid);
-    const { status, sig } = fetched;
+    const { status, sig, statusId, sigId } = fetched;
     const text = status?.toString('utf8') ?? null;
     const parsed = text === null ? null : parseReport(node, text);
     const report = parsed?.ok ? parsed.value : null;
@@ -323,7 +327,7 @@ function readChunkOut(tips: Batch['tips'], got: Map<string, GitObject>, out: Rea
     out.records.set(node, { maxSequence: prev?.maxSequence ?? 0, forked: prev?.forked ?? [], tip });
     // A parent that is neither the tip seen before nor (for a replaced heartbeat) its parent: what lies between is fetched for the chain.
     if (prev && tip.parent !== null && tip.parent !== prev.tip.commit && !(prev.tip.heartbeat && tip.parent === prev.tip.parent)) out.gapped.push(node);
-    out.texts.set(node, { commit: oid, status, sig });
+    out.texts.set(node, { commit: oid, status, sig, statusId, sigId });
     const job = judge(tip, node, { status, sig }, parsed, ctx.ids.get(node) ?? '', ctx.identities);
     if (job) jobs.push(job);
   }
@@ -336,29 +340,33 @@ function readChunkOut(tips: Batch['tips'], got: Map<string, GitObject>, out: Rea
  * those are gone; offline and without them, shown as not verified rather than with a verdict made
  * against the old node.yaml. Returns how many, and the texts fetched again.
  */
-async function readStale(nodes: Record<string, NodeRecord>, read: ReadOut, ctx: { ids: Map<string, string>; identities: IndexFile['identities']; textOf: (node: string) => ReportTexts | undefined; remote: Remote | null; submit: Submit }): Promise<{ count: number; texts: Map<string, ReportTexts> }> {
+async function readStale(nodes: Record<string, NodeRecord>, read: ReadOut, ctx: { ids: Map<string, string>; identities: IndexFile['identities']; usable: CheckedTexts; unshown: Set<string> | null; remote: Remote | null; submit: Submit }): Promise<{ count: number; texts: Map<string, ReportTexts> }> {
   const stale = Object.entries(nodes).filter(([node, r]) => !read.records.has(node) && r.tip.identity !== (ctx.ids.get(node) ?? ''));
   const texts = new Map<string, ReportTexts>();
   // A node on a report shard that did not answer (Network.partial) cannot be fetched again now.
   const away = ctx.remote?.unreachable?.();
   const shardOfNode = (node: string) => (away && away.shards.length > 0 ? away.of(node) : undefined);
-  const lost = stale.filter(([node, r]) => ctx.textOf(node)?.commit !== r.tip.commit && !shardOfNode(node));
+  const lost = stale.filter(([node, r]) => !ctx.usable(node, r.tip.commit) && !shardOfNode(node));
   if (lost.length && ctx.remote) {
     const objects = await ctx.remote.fetchObjects({ wants: lost.map(([, r]) => r.tip.commit), nodes: lost.map(([node]) => node), deepen: 1 });
     for (const [node, r] of lost) {
-      const { status, sig } = tipOf(objects, r.tip.commit);
-      if (commitOf(objects, r.tip.commit)) texts.set(node, { commit: r.tip.commit, status, sig });
+      const { status, sig, statusId, sigId } = tipOf(objects, r.tip.commit);
+      if (commitOf(objects, r.tip.commit)) texts.set(node, { commit: r.tip.commit, status, sig, statusId, sigId });
     }
   }
   const jobs: Job[] = [];
   for (const [node, r] of stale) {
-    const kept = texts.get(node) ?? ctx.textOf(node);
-    const status = kept?.commit === r.tip.commit ? kept.status : undefined;
+    const kept = texts.get(node) ?? ctx.usable(node, r.tip.commit);
+    const status = kept?.status;
+    if (status === undefined && ctx.unshown?.has(node)) continue; // readViews gave the reason
     const down = status === undefined ? shardOfNode(node) : undefined;
     if (down) setVerdict(r.tip, '\0', { signature: 'missing', reason: `node.yaml changed on main since this report was verified, its text is not in the checkout, and its report shard ${down.url} did not answer: run status again when it does` });
     else if (status === undefined) setVerdict(r.tip, '\0', { signature: 'missing', reason: 'node.yaml changed on main since this report was verified, and its text is not in the checkout: run status again with the server reachable' });
     else {
-      const job = judge(r.tip, node, kept!, status === null ? null : parseReport(node, status.toString('utf8')), ctx.ids.get(node) ?? '', ctx.identities);
+      const parsed = status === null ? null : parseReport(node, status.toString('utf8'));
+      // The view too: it is gone when an earlier run found the index's line of reports damaged and this text missing.
+      r.tip.report = parsed?.ok ? reportView(parsed.value) : null;
+      const job = judge(r.tip, node, kept!, parsed, ctx.ids.get(node) ?? '', ctx.identities);
       if (job) jobs.push(job);
     }
   }
@@ -405,6 +413,33 @@ function keptTexts(files: IndexFiles): () => Map<string, ReportTexts> {
   return () => (kept ??= readTexts(files.texts));
 }
 
+/**
+ * A node's kept texts when they are those of report `commit` and still hash to the blob ids they
+ * were fetched as: a damaged text is never judged or shown as the node's report, but fetched again
+ * like a lost one. `damaged` names the nodes whose texts were not.
+ */
+type CheckedTexts = ((node: string, commit: string) => ReportTexts | undefined) & { damaged: Set<string> };
+
+function checkedTexts(textOf: (node: string) => ReportTexts | undefined): CheckedTexts {
+  const damaged = new Set<string>();
+  const usable = (node: string, commit: string) => {
+    const t = textOf(node);
+    if (t?.commit !== commit || damaged.has(node)) return undefined;
+    if (intact(t)) return t;
+    damaged.add(node);
+    return undefined;
+  };
+  return Object.assign(usable, { damaged });
+}
+
+/** What status says of the damaged texts: how many, the first few nodes, and whether they were fetched again. */
+function damagedTextsNote(file: string, damaged: Set<string>, fetched: Map<string, ReportTexts>): string {
+  const names = [...damaged];
+  const some = names.slice(0, 3).join(', ') + (names.length > 3 ? ` and ${names.length - 3} more` : '');
+  const again = names.every((node) => fetched.has(node)) ? 'they were fetched again from the server' : 'those not fetched again show as not verified until a status run with the server reachable fetches them';
+  return `note: ${file} held damaged report texts (${some}): they were not used; ${again}`;
+}
+
 function allTexts(nodes: Record<string, NodeRecord>, textOf: (node: string) => ReportTexts | undefined): Map<string, ReportTexts> {
   return new Map(Object.keys(nodes).flatMap((node) => {
     const t = textOf(node);
@@ -413,26 +448,31 @@ function allTexts(nodes: Record<string, NodeRecord>, textOf: (node: string) => R
 }
 
 /**
- * Set the report of each node in `unchanged` from `views` (the index's third line); false when
- * that line is damaged, and then each is read again from its kept text, or, without one, shown
- * as not verified until a run with the server reachable fetches it again (its verdict is dropped).
+ * Set the report of each node in `unchanged` from `views` (the index's third line); null when
+ * that line reads. When it is damaged, each is read again from its kept text, or, without one
+ * (returned), shown as not verified (its verdict is dropped) until it is fetched again: by
+ * readStale in this run when the server answers, else by the next run that reaches it.
  */
-function readViews(files: IndexFiles, nodes: Record<string, NodeRecord>, unchanged: string[], views: Buffer, textOf: (node: string) => ReportTexts | undefined): boolean {
+function readViews(files: IndexFiles, nodes: Record<string, NodeRecord>, unchanged: string[], views: Buffer, usable: CheckedTexts): Set<string> | null {
   try {
     const read = JSON.parse(views.toString('utf8')) as Record<string, ReportView | null>;
     for (const node of unchanged) nodes[node]!.tip.report = read[node] ?? null;
-    return true;
+    return null;
   } catch {
     console.error(`note: the reports in ${files.index} could not be read; they are read again from the report texts`);
   }
+  const unshown = new Set<string>();
   for (const node of unchanged) {
     const tip = nodes[node]!.tip;
-    const kept = textOf(node);
-    const parsed = kept?.commit === tip.commit && kept.status ? parseReport(node, kept.status.toString('utf8')) : null;
+    const kept = usable(node, tip.commit);
+    const parsed = kept?.status ? parseReport(node, kept.status.toString('utf8')) : null;
     if (parsed?.ok) tip.report = reportView(parsed.value);
-    else setVerdict(tip, '\0', { signature: 'missing', reason: 'the report index was damaged and this report is not in the checkout: run status again with the server reachable' });
+    else {
+      unshown.add(node);
+      setVerdict(tip, '\0', { signature: 'missing', reason: 'the report index was damaged and this report is not in the checkout: run status again with the server reachable' });
+    }
   }
-  return false;
+  return unshown;
 }
 
 

@@ -4,10 +4,11 @@
  * parts joined, whatever characters fall on a slice's edge. Each write goes through a temporary
  * file of its own (status/temp-file.ts), so that two status runs at once never mix their files.
  */
+import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { readTexts, writeTexts, type ReportTexts } from '../mesh-cli/report-texts.js';
+import { intact, readTexts, writeTexts, type ReportTexts } from '../mesh-cli/report-texts.js';
 import { writeParts } from '../mesh-cli/status/index-file.js';
 import { tempDirs } from './helpers/tmp.js';
 
@@ -45,7 +46,7 @@ describe('writing the report index in parts', () => {
 
 describe('the files status keeps, written by two runs at once', () => {
   const texts = (n: number, text: string): Map<string, ReportTexts> =>
-    new Map(Array.from({ length: n }, (_, i) => [`node-${i}`, { commit: `${i}`.padStart(40, '0'), status: Buffer.from(`${text} ${i}`), sig: null }]));
+    new Map(Array.from({ length: n }, (_, i) => [`node-${i}`, { commit: `${i}`.padStart(40, '0'), status: Buffer.from(`${text} ${i}`), sig: null, statusId: null, sigId: null }]));
 
   it('leaves one writer\'s whole file, never a mix of the two, and no temporary file', async () => {
     const dir = tempDir('mesh-index-file-');
@@ -57,6 +58,30 @@ describe('the files status keeps, written by two runs at once', () => {
     const read = readTexts(file);
     expect([long, short].some((m) => read.size === m.size && [...m].every(([node, t]) => read.get(node)?.status?.equals(t.status!)))).toBe(true);
     expect(readdirSync(dir)).toEqual(['report-texts.bin']);
+  });
+
+  it('reads each text back with the blob id it was fetched as, and a text that no longer hashes to it is not intact', async () => {
+    const file = join(tempDir('mesh-index-file-'), 'report-texts.bin');
+    const blob = (text: string, algorithm = 'sha1') => createHash(algorithm).update(`blob ${Buffer.byteLength(text)}\0${text}`).digest('hex');
+    const status = '{"node": "web-1", "outcome": "applied"}\n';
+    const sig = '-----BEGIN SSH SIGNATURE-----\nU1NIU0lH\n-----END SSH SIGNATURE-----\n';
+    await writeTexts(file, new Map<string, ReportTexts>([
+      ['web-1', { commit: 'a'.repeat(40), status: Buffer.from(status), sig: Buffer.from(sig), statusId: blob(status), sigId: blob(sig) }],
+      ['web-2', { commit: 'b'.repeat(64), status: Buffer.from(status), sig: null, statusId: blob(status, 'sha256'), sigId: null }],
+    ]));
+    const read = readTexts(file);
+    expect(read.get('web-1')).toMatchObject({ commit: 'a'.repeat(40), statusId: blob(status), sigId: blob(sig) });
+    expect([...read.values()].map(intact)).toEqual([true, true]);
+    // One byte of web-1's status.json changed in the file ("applied" to "applies"): its record still reads, but is not intact.
+    const bytes = readFileSync(file);
+    bytes[bytes.indexOf('applied') + 6] = 's'.charCodeAt(0);
+    writeFileSync(file, bytes);
+    const damaged = readTexts(file);
+    expect(damaged.get('web-1')!.status!.toString()).toContain('applies');
+    expect([intact(damaged.get('web-1')!), intact(damaged.get('web-2')!)]).toEqual([false, true]);
+    // A signature without its id, or an id without its text, is not intact either.
+    expect(intact({ ...read.get('web-1')!, sigId: null })).toBe(false);
+    expect(intact({ ...read.get('web-2')!, sigId: blob(sig) })).toBe(false);
   });
 
   it('removes the temporary files a killed run left behind, and not another run\'s in progress', () => {

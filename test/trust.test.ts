@@ -560,6 +560,44 @@ describe('reports are a hash chain', () => {
     expect(await row(fleet.checkout)).toMatchObject({ signature: 'valid' });
     expect((await hostCmd(root, 'run', '--once')).code).toBe(0);
   });
+
+  it("a report text damaged in the checkout is never judged or shown as the node's report: it is fetched again, and status says so", async () => {
+    const mesh = join(fleet.checkout, '.git/mesh');
+    const texts = join(mesh, 'report-texts.bin');
+    /** web-1's kept status.json made to say it failed (still JSON, the same length), as a bad disk or a stray write would. */
+    const damage = () => {
+      const bytes = readFileSync(texts);
+      const at = bytes.indexOf('"outcome": "applied"');
+      expect(at).toBeGreaterThan(0);
+      bytes.write('"outcome": "failed" ', at);
+      writeFileSync(texts, bytes);
+    };
+    expect(await row(fleet.checkout)).toMatchObject({ signature: 'valid', outcome: 'applied' });
+    damage();
+    // node.yaml changes (a comment): the report is verified again, from its text fetched again, not from the damaged one.
+    const identity = readFileSync(join(fleet.checkout, 'nodes/web-1/node.yaml'), 'utf8');
+    await fleet.commit({ 'nodes/web-1/node.yaml': `${identity}# a comment\n` }, 'web-1: a comment');
+    const r = await cli(fleet.checkout, 'status', '--json');
+    expect(r.stderr).toContain(`${texts} held damaged report texts (web-1): they were not used; they were fetched again from the server`);
+    expect(JSON.parse(r.stdout).nodes.find((n: { node: string }) => n.node === 'web-1')).toMatchObject({ signature: 'valid', outcome: 'applied' });
+    expect(readFileSync(texts).includes('"outcome": "failed" ')).toBe(false);
+    // Damaged again, with the index's line of reports damaged too, which status reads again from the texts: offline, the report is
+    // shown as not verified rather than as the damaged text says; with the server, it is fetched again and verified in the same run.
+    const damageBoth = () => {
+      damage();
+      const [head, records] = readFileSync(join(mesh, 'reports.json'), 'utf8').split('\n');
+      writeFileSync(join(mesh, 'reports.json'), `${head}\n${records}\n{"web-1": \n`);
+    };
+    damageBoth();
+    const offline = await cli(fleet.checkout, 'status', '--json', '--no-fetch');
+    expect(offline.stderr).toContain(`${texts} held damaged report texts (web-1): they were not used; those not fetched again show as not verified until a status run with the server reachable fetches them`);
+    expect(JSON.parse(offline.stdout).nodes.find((n: { node: string }) => n.node === 'web-1')).toMatchObject({ signature: 'missing', outcome: null, reason: 'the report index was damaged and this report is not in the checkout: run status again with the server reachable' });
+    expect(await row(fleet.checkout)).toMatchObject({ signature: 'valid', outcome: 'applied' });
+    damageBoth();
+    const online = await cli(fleet.checkout, 'status', '--json');
+    expect(online.stderr).toContain('held damaged report texts (web-1): they were not used; they were fetched again from the server');
+    expect(JSON.parse(online.stdout).nodes.find((n: { node: string }) => n.node === 'web-1')).toMatchObject({ signature: 'valid', outcome: 'applied' });
+  });
 });
 
 describe('status after reports it has not seen', () => {
