@@ -54,7 +54,11 @@ function initCommand(program: Command): void {
       const { commit, key } = await initFleet(dir, o);
       console.log(`new fleet repo in ${dir} (commit ${commit.slice(0, 12)})`);
       console.log(`commits in it are signed with ${key.privateKeyFile}${key.created ? ' (created now)' : ''}; mesh.yaml trusts that key, and hosts apply only commits it signed`);
-      console.log(o.remote ? 'next: git push -u origin main, then mesh-cli token issue NODE' : 'next: add a remote (git remote add origin URL), git push -u origin main, then mesh-cli token issue NODE');
+      const { HTTP_URL } = await import('../schema/fleet.js');
+      if (o.remote === undefined) console.log('next: add a remote (git remote add origin URL), git push -u origin main, then mesh-cli token issue NODE');
+      else if (HTTP_URL.test(o.remote)) console.log('next: git push -u origin main, then mesh-cli token issue NODE');
+      // A path or an ssh address serves the operator; hosts need the fleet's HTTP(S) URL.
+      else console.log(`next: git push -u origin main, then mesh-cli token issue NODE --url URL: hosts fetch over HTTP(S) only, so each token needs the http:// or https:// URL of this repository (origin, ${o.remote}, is not one)`);
     });
 }
 

@@ -11,6 +11,10 @@ const sshKey = z
 export { NODE_NAME };
 export const NodeName = z.string().regex(NODE_NAME, { message: 'node names are lower-case letters, digits and -, at most 63 characters' });
 
+/** What hosts fetch from and push to (the fleet, its mirrors, the report shards): the host speaks git's smart HTTP only. */
+export const HTTP_URL = /^https?:\/\/[^\s/]+/i;
+export const HttpUrl = z.string().regex(HTTP_URL, { message: "must be an http:// or https:// URL: hosts speak git's smart HTTP only, not ssh or a path" });
+
 export const MeshConfig = z.strictObject({
   name: z.string().min(1),
   mainBranch: z.string().min(1).default('main'),
@@ -25,7 +29,7 @@ export const MeshConfig = z.strictObject({
    */
   reports: z
     .strictObject({
-      shards: z.array(z.string().url()).min(1).refine((urls) => new Set(urls).size === urls.length, { message: 'each shard is listed once: a URL named twice would take nodes from both places' }),
+      shards: z.array(HttpUrl).min(1).refine((urls) => new Set(urls).size === urls.length, { message: 'each shard is listed once: a URL named twice would take nodes from both places' }),
     })
     .optional(),
   host: z

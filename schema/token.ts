@@ -1,17 +1,17 @@
 /** The token file: printed once by `mesh-cli token issue`, carried by hand, read by `mesh-host enrol`. */
 import * as z from 'zod';
-import { NodeName } from './fleet.js';
+import { HttpUrl, NodeName } from './fleet.js';
 
 export const TokenFile = z.strictObject({
   kind: z.literal('mesh-token'),
   version: z.literal(1),
   /** core/token-check.ts: a check of the other fields, against a file cut short or changed on its way (absent in tokens of mesh before it). */
   check: z.string().regex(/^[0-9a-f]{16}$/, { message: 'must be 16 hex digits, as mesh-cli token issue wrote it' }).optional(),
-  url: z.string().min(1),
+  url: HttpUrl,
   /** Read mirrors of `url`: hosts poll and fetch main from the first that answers, and push their reports to `url`. */
-  mirrors: z.array(z.string().min(1)).optional(),
+  mirrors: z.array(HttpUrl).optional(),
   /** Where the host pushes its reports when mesh.yaml shards them: its shard's URL (absent: `url`). */
-  reports: z.string().min(1).optional(),
+  reports: HttpUrl.optional(),
   node: NodeName,
   generation: z.number().int().nonnegative(),
   /** The token's private key (PKCS8 PEM). Its public half is in nodes/<node>/node.yaml. */

@@ -3,7 +3,7 @@
  * takes it, nodes placed in its groups validate, and each renders what its groups, roles,
  * variables and facts make. Plain `init` takes only the scaffold: a new fleet declares nothing.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { cli, git, signingKey } from './helpers/fleet.js';
@@ -23,6 +23,29 @@ describe('the example fleet', () => {
     const checkout = join(dir, 'plain');
     expect((await cli(dir, 'init', checkout, '--signing-key', key, '--signer', 'test@localhost')).code).toBe(0);
     expect((await git(checkout, 'ls-files')).split('\n')).toEqual(['.githooks/pre-push', '.github/workflows/mesh.yml', 'README.md', 'mesh.yaml', 'nodes/README.md', 'roles/README.md']);
+  });
+
+  it('a fleet whose origin hosts cannot reach (an ssh address): init says so, token issue refuses it and writes nothing, and takes --url', async () => {
+    const checkout = join(dir, 'ssh-origin');
+    const origin = 'git@git.example.org:ops/fleet.git';
+    const init = await cli(dir, 'init', checkout, '--remote', origin, '--signing-key', key, '--signer', 'test@localhost');
+    expect(init.code, init.stderr).toBe(0);
+    expect(init.stdout).toContain(`then mesh-cli token issue NODE --url URL: hosts fetch over HTTP(S) only, so each token needs the http:// or https:// URL of this repository (origin, ${origin}, is not one)`);
+    const head = await git(checkout, 'rev-parse', 'HEAD');
+    const token = join(checkout, '..', 'ssh-origin-web-1.token');
+    const refused = await cli(checkout, 'token', 'issue', 'web-1', '--out', token);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain(`hosts fetch and push over HTTP(S) only, and the fleet's URL is origin's, '${origin}': pass --url with the http:// or https:// URL hosts will use`);
+    // A read mirror given as a path is refused the same way.
+    const mirror = await cli(checkout, 'token', 'issue', 'web-1', '--url', 'http://127.0.0.1:1/fleet.git', '--mirror', '/srv/fleet.git', '--out', token);
+    expect(mirror.code).toBe(2);
+    expect(mirror.stderr).toContain("a mirror's URL is '/srv/fleet.git'");
+    expect(existsSync(token)).toBe(false);
+    expect(await git(checkout, 'rev-parse', 'HEAD')).toBe(head);
+    expect(await git(checkout, 'status', '--porcelain')).toBe('');
+    const issued = await cli(checkout, 'token', 'issue', 'web-1', '--url', 'http://127.0.0.1:1/fleet.git', '--out', token);
+    expect(issued.code, issued.stderr).toBe(0);
+    expect(readFileSync(token, 'utf8')).toContain('url: http://127.0.0.1:1/fleet.git');
   });
 
   it('init --example gives groups, roles and variables that validate and render for nodes placed in them', async () => {

@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { MeshError } from '../../core/errors.js';
 import { encodePrivateKey, generateKeyPair, sshPublicKey } from '../../core/sign/sshsig.js';
-import { NODE_NAME, NodeIdentity } from '../../schema/fleet.js';
+import { HTTP_URL, NODE_NAME, NodeIdentity } from '../../schema/fleet.js';
 import { loadYamlOrThrow } from '../../core/load.js';
 import { MAX_GROUP_DEPTH, NODES } from '../../core/fleet/layout.js';
 import { shardOf } from '../../core/report/shard.js';
@@ -51,6 +51,7 @@ export async function issueToken(fleet: Fleet, node: string, opts: { url?: strin
     throw new MeshError('E_RESERVED_NODE', `'${node}' is a reserved name (${RESERVED_NODE_NAMES.join(', ')}): a node so named could never log in to the fleet server or would be mistaken for a branch or a route of it; choose another name`);
   }
   const url = withoutCredentials(opts.url ?? (await fleetUrl(fleet)));
+  for (const [what, u] of [['the fleet', url], ...(opts.mirrors ?? []).map((m) => ['a mirror', m])] as const) hostsCanUse(u, what, opts.url === undefined && u === url);
   const tlsPin = await tokenPin(fleet.dir, url);
   const password = opts.credential === false ? null : newSecret();
   const found = await readIdentity(fleet, node);
@@ -178,6 +179,16 @@ export function writeTokenFile(out: string, text: string): void {
   } catch (e) {
     throw new MeshError('E_TOKEN_OUT', `cannot write the token to ${out}: ${(e as Error).message}`);
   }
+}
+
+/**
+ * Refuse, before anything is written, a URL the host could not use (a path, an ssh or scp-like
+ * address): the token would be carried to the machine only to fail there.
+ */
+function hostsCanUse(url: string, what: string, fromOrigin: boolean): void {
+  if (HTTP_URL.test(url)) return;
+  const where = fromOrigin ? `${what}'s URL is origin's, '${url}'` : `${what}'s URL is '${url}'`;
+  throw new MeshError('E_BAD_URL', `hosts fetch and push over HTTP(S) only, and ${where}: pass --url with the http:// or https:// URL hosts will use (the one mesh-cli serve prints, or your git server's HTTPS address); nothing was written`);
 }
 
 async function fleetUrl(fleet: Fleet): Promise<string> {
