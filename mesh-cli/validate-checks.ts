@@ -175,6 +175,24 @@ async function roleProblems(text: string, role: string): Promise<Problem[]> {
 }
 
 
+/**
+ * The problems `text` has as the fleet file at `path` (from the fleet's root), checked as the file
+ * alone by what its place makes it: mesh.yaml, a role, a level's vars.yaml, a declaration file
+ * under nodes/ (its values as written; checkTree renders every node). Null for a file mesh does
+ * not read this way (node.yaml and secrets.yaml are written by their own commands).
+ */
+export async function fileProblems(path: string, text: string): Promise<Problem[] | null> {
+  if (path === 'mesh.yaml') return problemsOf(fleetSettings(text));
+  if (!YAML.test(path)) return null;
+  if (path.startsWith('roles/')) return roleProblems(text, path);
+  if (!path.startsWith(`${NODES}/`)) return null;
+  const name = path.slice(path.lastIndexOf('/') + 1);
+  if (name === 'vars.yaml') return problemsOf(schemas.readVars(text, path));
+  if (NOT_DECLARATIONS.has(name)) return null;
+  const read = readYaml(text, path);
+  return read.ok ? asWritten(read, 'DeclarationFile', () => Promise.resolve(schemas)) : read.problems;
+}
+
 /** A role included by many nodes reports its problems once; sorted by file, line, column. */
 function dedupe(problems: Problem[]): Problem[] {
   const seen = new Map(problems.map((p) => [`${p.file}:${p.line}:${p.col}:${p.message}`, p]));

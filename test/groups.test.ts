@@ -5,7 +5,7 @@
  * a name that is in two folders), `status` lists nodes and never a group, `validate` checks
  * the layout and every group's files, and `plan` finds the nodes a group or role change touches.
  */
-import { readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -407,6 +407,37 @@ describe('validate and plan read the layout', { timeout: 90_000 }, () => {
     expect(await git(f.checkout, 'status', '--porcelain')).toBe('M nodes/web/vars.yaml'); // unstaged (the helper trims the leading space)
     expect(await git(f.checkout, 'diff', '--cached', '--name-only')).toBe(''); // the index is as it was
     await git(f.checkout, 'checkout', '--', 'nodes/web/vars.yaml');
+  });
+
+  it('set refuses a change that would make the file invalid (mesh.yaml, a vars.yaml, a declaration), writing nothing; a file that already had the problem still takes other changes', async () => {
+    /** `problem`: the start of the first problem's line, place included. */
+    const refused = async (file: string, assignment: string, problem: string) => {
+      const before = existsSync(join(f.checkout, file)) ? readFileSync(join(f.checkout, file), 'utf8') : null;
+      const r = await cli(f.checkout, 'set', file, assignment);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain(`${join(f.checkout, file)}, as this change would leave it, is invalid:\n  ${problem}`);
+      expect(r.stderr).toContain('\nnothing was written: give a value of the form the problem names, or fix the file first');
+      expect(existsSync(join(f.checkout, file)) ? readFileSync(join(f.checkout, file), 'utf8') : null).toBe(before);
+    };
+    const meshYaml = readFileSync(join(f.checkout, 'mesh.yaml'), 'utf8').split('\n');
+    const lineOf = (key: string) => meshYaml.findIndex((l) => l.startsWith(`${key}:`)) + 1;
+    await refused('mesh.yaml', 'trust=nonee', `mesh.yaml:${lineOf('trust')}:8: trust: Invalid option: expected one of "signed"|"none"`);
+    await refused('mesh.yaml', 'name=', `mesh.yaml:${lineOf('name')}:7: name: Too small: expected string to have >=1 characters`);
+    await refused('nodes/vars.yaml', 'app-port=80', "nodes/vars.yaml:2:1: 'app-port': a variable name is letters, digits and _");
+    await refused('nodes/web/web-1/vars.yaml', 'app-port=80', "nodes/web/web-1/vars.yaml:1:1: 'app-port': a variable name is letters, digits and _"); // a new file
+    await refused('nodes/web/base.yaml', 'resources=3', "nodes/web/base.yaml:1:12: resources: must be a list, even of one: write [3]");
+    expect(await git(f.checkout, 'status', '--porcelain')).toBe('');
+    // A file that already has a problem: a change that adds none is written (set is how a pipeline fixes it, one key at a time).
+    writeFileSync(join(f.checkout, 'nodes/vars.yaml'), 'app-port: 80\n');
+    const fixed = await cli(f.checkout, 'set', 'nodes/vars.yaml', 'app_port=80');
+    expect(fixed.code, fixed.stderr).toBe(0);
+    expect(readFileSync(join(f.checkout, 'nodes/vars.yaml'), 'utf8')).toBe('app-port: 80\napp_port: 80\n');
+    await git(f.checkout, 'checkout', '--', 'nodes/vars.yaml');
+    // A YAML file that mesh does not read is changed as before.
+    mkdirSync(join(f.checkout, 'deploy'));
+    const other = await cli(f.checkout, 'set', 'deploy/settings.yaml', 'trust=anything');
+    expect(other.code, other.stderr).toBe(0);
+    rmSync(join(f.checkout, 'deploy'), { recursive: true });
   });
 
   it('plan shows a node whose declaration does not render as "will fail: nothing applied", never as removing its resources', async () => {

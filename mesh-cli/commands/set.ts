@@ -4,18 +4,21 @@
  * Document API, so its comments, key order and quoting survive; a dotted KEY reaches into
  * nested maps. VALUE is read as YAML (`8080` a number, `true` a boolean, `[a, b]` a list,
  * `null` unsets), except that a value that would lose its text as a number (`1.10`, `0644`)
- * stays a string, and a value replacing a string stays a string.
+ * stays a string, and a value replacing a string stays a string. In a fleet checkout, a change
+ * that would give the file a problem it did not have (validate-checks.ts fileProblems: mesh.yaml,
+ * a role, a vars.yaml, a declaration file) is refused, and nothing is written.
  */
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { existsSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import type { Command } from 'commander';
 import { isMap, isScalar, parse, parseDocument, YAMLMap, type Document } from 'yaml';
-import { MeshError } from '../../core/errors.js';
-import { openFleet } from '../fleet.js';
+import { InvalidInputError, MeshError, type Problem } from '../../core/errors.js';
+import { openFleet, topOf } from '../fleet.js';
 import { formatPlanText } from '../plan-format.js';
 import type { PlanResult } from '../plan-result.js';
 import { tryFetchReports } from '../reports.js';
 import { resolveCommit, workingCommit } from '../tree.js';
+import { fileProblems } from '../validate-checks.js';
 import { planFleet } from './plan.js';
 
 export interface SetChange {
@@ -24,8 +27,14 @@ export interface SetChange {
   after: unknown;
 }
 
-/** Apply `assignments` ("KEY=VALUE") to the YAML file `file`; what changed, key by key. The file is written only when something changed. */
-export function setValues(file: string, assignments: string[]): { changes: SetChange[]; created: boolean } {
+/** What a file's text would make of it as a fleet file (null: nothing mesh checks). */
+type FileCheck = (text: string) => Promise<Problem[] | null>;
+
+/**
+ * Apply `assignments` ("KEY=VALUE") to the YAML file `file`; what changed, key by key. The file is
+ * written only when something changed, and, with `check`, only when the change adds no problem.
+ */
+export async function setValues(file: string, assignments: string[], check?: FileCheck): Promise<{ changes: SetChange[]; created: boolean }> {
   const created = !existsSync(file);
   if (created && !existsSync(dirname(file))) throw new MeshError('E_SET_FILE', `${file} does not exist, and neither does its folder: check the path (e.g. nodes/web/vars.yaml)`);
   const text = created ? '' : readFileSync(file, 'utf8');
@@ -35,8 +44,31 @@ export function setValues(file: string, assignments: string[]): { changes: SetCh
   if (!isMap(doc.contents)) throw new MeshError('E_SET_FILE', `${file} is not a map of keys to values, so KEY=VALUE cannot be set in it`);
   const changes = assignments.map((a) => assign(doc, a, file));
   const changed = changes.filter((c) => JSON.stringify(c.before) !== JSON.stringify(c.after));
-  if (changed.length > 0) writeFileSync(file, doc.toString());
-  return { changes, created: created && changed.length > 0 };
+  if (changed.length === 0) return { changes, created: false };
+  const next = doc.toString();
+  const added = check ? await problemsAdded(check, created ? null : text, next) : [];
+  if (added.length > 0) throw new InvalidInputError(`${file}, as this change would leave it,`, added, 'nothing was written: give a value of the form the problem names, or fix the file first');
+  writeFileSync(file, next);
+  return { changes, created };
+}
+
+/** The problems `after` has that `before` had not (by file and message: a change may move lines). */
+async function problemsAdded(check: FileCheck, before: string | null, after: string): Promise<Problem[]> {
+  const now = (await check(after)) ?? [];
+  if (now.length === 0) return [];
+  const key = (p: Problem) => `${p.file}\0${p.message}`;
+  const was = new Set(before === null ? [] : ((await check(before)) ?? []).map(key));
+  return now.filter((p) => !was.has(key(p)));
+}
+
+/** How `file` is checked: as a fleet file when it lies in a fleet checkout (one with mesh.yaml at its top). */
+async function fleetFileCheck(file: string): Promise<FileCheck | undefined> {
+  if (!existsSync(dirname(file))) return undefined; // setValues says so
+  const top = await topOf(dirname(file));
+  if (!top || !existsSync(join(top, 'mesh.yaml'))) return undefined;
+  // git gives the top with symbolic links resolved: so must the file's folder be, to be placed under it.
+  const path = relative(top, join(realpathSync(dirname(file)), basename(file))).split(sep).join('/');
+  return (text) => fileProblems(path, text);
 }
 
 function assign(doc: Document, assignment: string, file: string): SetChange {
@@ -90,7 +122,7 @@ export function setCommand(program: Command): void {
     .option('--no-fetch', 'with --plan: use the report branches already fetched')
     .action(async (file: string, assignments: string[], o: { json?: boolean; plan?: boolean; fetch: boolean }) => {
       const path = resolve(file);
-      const { changes, created } = setValues(path, assignments);
+      const { changes, created } = await setValues(path, assignments, await fleetFileCheck(path));
       const plan = o.plan ? await planWorkingTree(o.fetch) : null;
       if (o.json) return console.log(JSON.stringify({ file, created, changes, ...(plan ? { plan } : {}) }));
       if (created) console.log(`${file}: created`);
