@@ -28,7 +28,13 @@ const mode = z
   .string({ error: (i) => (typeof i.input === 'number' ? 'mode must be a quoted string such as "0644" (YAML reads 0644 as a number)' : 'mode must be a string such as "0644"') })
   .regex(/^0?[0-7]{3}$|^[0-7]{4}$/, { message: 'mode must be octal digits such as "0644"' });
 
-const version = z.string({ error: (i) => (typeof i.input === 'number' ? 'version must be a quoted string (YAML reads 1.10 as 1.1)' : 'version must be a string') });
+/** What Salt, Ansible and Puppet write for "the newest" or "any": not versions apt knows. */
+const NOT_A_VERSION = /^(latest|newest|installed|present|any|\*)$/i;
+const version = z
+  .string({ error: (i) => (typeof i.input === 'number' ? 'version must be a quoted string (YAML reads 1.10 as 1.1)' : 'version must be a string') })
+  .refine((v) => !NOT_A_VERSION.test(v.trim()), {
+    error: (i) => `'${String(i.input)}' is not a version apt knows: mesh installs a package once and upgrades it when version changes, so give the Debian version to hold (such as "1.22.1-9", as 'apt-cache policy NAME' lists it), or leave version out to install the candidate`,
+  });
 
 const name = z.string().regex(/^[a-z_][a-z0-9_.+-]*$/i, { message: 'must be a plain name (letters, digits, . _ + -)' });
 const ensure = z.enum(['present', 'absent']).optional();

@@ -248,7 +248,7 @@ describe('validate and plan read the layout', { timeout: 90_000 }, () => {
     ].join('\n');
     // A template that does not render no longer hides the rest of its file; a value a template makes is not refused for its braces.
     const templated = 'resources:\n  - type: file\n    path: /etc/app.conf\n    content: "{{ nope }}"\n    template: true\n    mode: "{{ vars.mode }}"\n    subscribe: file:/etc/x\n';
-    expect(await validateWith({ 'nodes/web/templated.yaml': templated, 'nodes/web/foreign.yaml': declaration, 'roles/foreign.yaml': 'resources:\n  - type: package\n    name: nginx\n    state: latest\n  - type: exec\n    name: reload\n  - type: package\n    name: curl\n    ensure: installed\n' })).toEqual({ code: 1, lines: [
+    expect(await validateWith({ 'nodes/web/templated.yaml': templated, 'nodes/web/foreign.yaml': declaration, 'roles/foreign.yaml': 'resources:\n  - type: package\n    name: nginx\n    state: latest\n  - type: exec\n    name: reload\n  - type: package\n    name: curl\n    ensure: installed\n  - type: package\n    name: redis\n    version: latest\n' })).toEqual({ code: 1, lines: [
       "nodes/web/foreign.yaml:4:5: resources.0: unknown field 'state': write running: true (started) or running: false (stopped), and enabled: true or false for at boot",
       "nodes/web/foreign.yaml:8:5: resources.1: unknown field 'notify': mesh has no notify: the resource that reacts names what it watches (a service's restartOn: [/etc/app.conf] restarts it, a command's onChange: [file:/etc/app.conf] runs it)",
       "nodes/web/foreign.yaml:12:5: resources.2: unknown field 'onlyif': write unless: with the test turned round (the command runs when unless exits non-zero)",
@@ -259,6 +259,7 @@ describe('validate and plan read the layout', { timeout: 90_000 }, () => {
       'roles/foreign.yaml:4:5: resources.0: unknown field \'state\': write ensure: present or ensure: absent, and pin a version with version: "1.2-1" (there is no latest: a package is installed once and upgraded when version changes)',
       "roles/foreign.yaml:5:11: resources.1.type: unknown type 'exec' (expected one of: file, directory, symlink, package, service, user, group, command): write type: command (run:, with onChange:, creates: or unless: as its guard)",
       'roles/foreign.yaml:9:13: resources.2.ensure: Invalid option: expected one of "present"|"absent": write ensure: present',
+      'roles/foreign.yaml:12:14: resources.3.version: \'latest\' is not a version apt knows: mesh installs a package once and upgrades it when version changes, so give the Debian version to hold (such as "1.22.1-9", as \'apt-cache policy NAME\' lists it), or leave version out to install the candidate',
     ] });
   });
 
