@@ -298,7 +298,7 @@ describe('sharding a fleet that runs', { timeout: 120_000 }, () => {
     const early = await hostCmd(root, 'enrol', '--token-file', tokenFile);
     renameSync(join(fleet.server.data, `${shards[1]}.away`), join(fleet.server.data, shards[1]!));
     expect(early.code, early.stderr).toBe(3);
-    expect(early.stderr).toContain(`cannot poll the report shard at ${fleet.server.url}${shards[1]} (HTTP 404)`);
+    expect(early.stderr).toContain(`cannot poll the report shard at ${fleet.server.url}${shards[1]} (HTTP 404): the server answers, but has no repository at this URL (moved, renamed, or not made yet)`);
     expect(early.stderr).toContain('Nothing was applied or recorded, and the token was not used: enrol again once');
     expect(existsSync(tokenFile)).toBe(true);
     // The shard's repository is gone here (HTTP 404): a person's to fix, so exit 2; a server that does not answer at all gives 3.

@@ -248,9 +248,15 @@ function branchAhead(ref: string, tip: string): MeshError {
   return new MeshError('E_REPORT_BRANCH_AHEAD', `the server's ${ref.replace(/^refs\/heads\//, '')} is at ${tip.slice(0, 12)}, a report this machine's git cache does not have`, { next: 'retry', data: { ref, tip } });
 }
 
-/** Failures to reach the server become retryable errors that say what was tried; a busy server's error passes as it is. */
+/**
+ * Failures to reach the server become retryable errors that say what was tried; a busy server's
+ * error passes as it is. A 404 is retried too (a repository being moved answers so for a moment),
+ * but said for what it is: the server answers, and has no repository at that URL.
+ */
 function networkError(what: string, url: string, e: unknown, where: string): unknown {
   if (e instanceof MeshError) return e;
-  const http = e instanceof Errors.HttpError ? ` (HTTP ${(e.data as { statusCode?: number }).statusCode})` : '';
-  return new MeshError('E_FLEET_UNREACHABLE', `cannot ${what} ${where} at ${url}${http}: ${messageOf(e)}`, { next: 'retry', cause: e });
+  const status = e instanceof Errors.HttpError ? (e.data as { statusCode?: number }).statusCode : undefined;
+  const http = status === undefined ? '' : ` (HTTP ${status})`;
+  const why = status === 404 ? `the server answers, but has no repository at this URL (moved, renamed, or not made yet): this host asks again at each pass; 'mesh-host state' shows the URLs it uses, which its config.json keeps` : messageOf(e);
+  return new MeshError('E_FLEET_UNREACHABLE', `cannot ${what} ${where} at ${url}${http}: ${why}`, { next: 'retry', cause: e });
 }
