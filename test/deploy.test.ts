@@ -4,7 +4,7 @@
  * binary, six simulated machines running the built mesh-host, the built mesh-cli.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
@@ -346,5 +346,18 @@ describe('deploy is a commit', () => {
     // web-3 applied <merge> and <base>, then failed at <later>: only <later>'s rollout is red.
     expect(rows).toEqual(['<db> 0 applied, 0 failed, 1 outstanding of 1', '<later> 0 applied, 1 failed, 0 outstanding of 1', '<merge> 4 applied, 0 failed, 0 outstanding of 4', '<base> 5 applied, 0 failed, 0 outstanding of 5']);
     expect(page).toContain('<span class="applied" style="width:100.00%" title="applied: web-1, web-2, web-3, web-4">4</span>');
+  });
+
+  it('status --html and signers --out name a folder that does not exist, or a folder, at once (exit 2), doing nothing', async () => {
+    const missing = join(fleet.dir, 'no-such-folder', 'fleet.html');
+    const html = await cli(fleet.checkout, 'status', '--html', missing);
+    expect(html.code).toBe(2);
+    expect(html.stderr).toBe(`mesh-cli: --html ${missing}: the folder ${join(fleet.dir, 'no-such-folder')} does not exist: create it, or name a file in a folder that does; nothing was done\n`);
+    expect(html.stdout).toBe('');
+    expect((await cli(fleet.checkout, 'status', '--html', fleet.dir)).stderr).toContain(`--html ${fleet.dir} is a folder: name a file`);
+    const signers = await cli(fleet.checkout, 'signers', '--out', missing);
+    expect(signers.code).toBe(2);
+    expect(signers.stderr).toContain(`--out ${missing}: the folder ${join(fleet.dir, 'no-such-folder')} does not exist`);
+    expect(existsSync(join(fleet.dir, 'no-such-folder'))).toBe(false);
   });
 });

@@ -6,7 +6,7 @@
  *   git -c gpg.format=ssh -c gpg.ssh.allowedSignersFile=FILE verify-commit origin/reports/NODE
  *   ssh-keygen -Y verify -f FILE -I NODE -n mesh-report -s status.json.sig < status.json
  */
-import { writeFileSync } from 'node:fs';
+import { checkOutFile, writeOutFile } from '../out-file.js';
 import type { Command } from 'commander';
 import { openFleet, type Fleet } from '../fleet.js';
 import { fetchReports, lastReports, reportedNodes, trusted } from '../reports.js';
@@ -47,9 +47,10 @@ export function signersCommand(program: Command): void {
     .option('--out <file>', 'write to FILE instead of stdout')
     .option('--no-fetch', 'use the report branches already fetched')
     .action(async (o: { out?: string; fetch: boolean }) => {
+      if (o.out) checkOutFile(o.out, '--out');
       const signers = await currentSigners(await openFleet(process.cwd()), { fetch: o.fetch });
       const text = ['# allowed_signers of the fleet\'s current node identities, written by mesh-cli signers', ...signers.lines, ''].join('\n');
-      if (o.out) writeFileSync(o.out, text);
+      if (o.out) writeOutFile(o.out, text, '--out');
       else process.stdout.write(text);
       if (o.out) console.error(`${signers.lines.length} node identities written to ${o.out}`);
       for (const s of signers.skipped) console.error(`${s.node}: left out, ${s.reason}`);

@@ -9,7 +9,8 @@
  * (history.ts) and `--html` (html.ts) are other views of the same verified reports.
  */
 import { InvalidArgumentError, type Command } from 'commander';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
+import { checkOutFile, writeOutFile } from '../out-file.js';
 import { MeshError, messageOf } from '../../core/errors.js';
 import { MeshConfig } from '../../schema/fleet.js';
 import { loadYaml } from '../../core/load.js';
@@ -200,6 +201,7 @@ export function statusCommand(program: Command): void {
       if (o.wait !== undefined && !o.commit) throw new MeshError('E_USAGE', '--wait needs --commit REV: it waits for one commit\'s rollout');
       if (o.node && (o.commit || o.html)) throw new MeshError('E_USAGE', '--node shows one node\'s history; use it without --commit and --html');
       if (o.commit && o.html) throw new MeshError('E_USAGE', '--html writes the whole fleet\'s page (with its last rollouts); use it without --commit');
+      if (o.html) checkOutFile(o.html, '--html');
       const fleet = await openFleet(process.cwd());
       if (o.commit) return rolloutCommand(fleet, { rev: o.commit, ...(o.since !== undefined ? { since: o.since } : {}), json: Boolean(o.json), fetch: o.fetch, waitMs: o.wait, pollMs: o.poll ?? 5000 });
       if (o.node) {
@@ -209,7 +211,7 @@ export function statusCommand(program: Command): void {
       const { nodes, mainTip, unreachable } = await statusOrLastSeen(fleet, o.fetch);
       const summary = summarize(nodes, mainTip, fleet.config.mainBranch);
       if (o.html) {
-        writeFileSync(o.html, await fleetPage(fleet, nodes, summary, new Date(), unreachable));
+        writeOutFile(o.html, await fleetPage(fleet, nodes, summary, new Date(), unreachable), '--html');
         console.error(`wrote ${o.html}`);
       }
       const unknown = nodes.filter((n) => n.signature === 'missing').map((n) => n.node);
