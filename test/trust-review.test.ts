@@ -37,6 +37,10 @@ describe('trust changes in review', { timeout: 90_000 }, () => {
     expect(refused.stderr).toContain('refused: look at the above, then run again with --allow');
     expect((await cli(fleet.checkout, 'verify-range', `${base}..HEAD`, '--allow')).code).toBe(0);
     expect((await cli(fleet.checkout, 'verify-range', 'HEAD..HEAD')).code).toBe(0);
+    // The range the wrong way round holds neither commit: it says so, rather than that every commit is signed.
+    const backwards = await cli(fleet.checkout, 'verify-range', `HEAD..${base}`);
+    expect(backwards.code).toBe(0);
+    expect(backwards.stdout).toBe(`HEAD..${base}: holds no commit, so there was nothing to check (BASE..HEAD is what HEAD has that BASE has not: is it the wrong way round?)\n`);
     await git(fleet.checkout, 'reset', '--quiet', '--hard', base);
   });
 

@@ -9,6 +9,7 @@ import type { Command } from 'commander';
 import { EXIT } from '../../core/exit.js';
 import { MeshError } from '../../core/errors.js';
 import { openFleet } from '../fleet.js';
+import { git } from '../git.js';
 import { resolveCommit } from '../tree.js';
 import { reviewTrust, trustLines } from '../trust-review.js';
 
@@ -28,11 +29,16 @@ export function verifyRangeCommand(program: Command): void {
       const review = await reviewTrust(fleet.dir, base, head);
       const lines = trustLines(review);
       if (o.json) console.log(JSON.stringify({ base, head, ...review }));
-      else if (lines.length === 0) console.log(`${range}: trust settings unchanged, and every commit is signed by a key trusted at its parent`);
+      else if (lines.length === 0) console.log(`${range}: ${(await holdsCommits(fleet.dir, base, head)) ? 'trust settings unchanged, and every commit is signed by a key trusted at its parent' : `holds no commit, so there was nothing to check (BASE..HEAD is what HEAD has that BASE has not: is it the wrong way round?)`}`);
       else console.log(lines.join('\n'));
       if (lines.length > 0 && !o.allow) {
         if (!o.json) console.error(`refused: look at the above, then run again with --allow (in the pre-push hook: MESH_ALLOW_TRUST=1 git push)`);
         process.exitCode = EXIT.failed;
       }
     });
+}
+
+/** Whether `base..head` holds any commit (a range given the wrong way round holds none). */
+async function holdsCommits(dir: string, base: string, head: string): Promise<boolean> {
+  return (await git(dir, ['rev-list', '--count', `${base}..${head}`])).trim() !== '0';
 }
