@@ -40,7 +40,7 @@ describe('trust changes in review', { timeout: 90_000 }, () => {
     // The range the wrong way round holds neither commit: it says so, rather than that every commit is signed.
     const backwards = await cli(fleet.checkout, 'verify-range', `HEAD..${base}`);
     expect(backwards.code).toBe(0);
-    expect(backwards.stdout).toBe(`HEAD..${base}: holds no commit, so there was nothing to check (BASE..HEAD is what HEAD has that BASE has not: is it the wrong way round?)\n`);
+    expect(backwards.stdout).toBe(`HEAD..${base}: trust settings unchanged, and the range holds no commit to check (BASE..HEAD is what HEAD has that BASE has not: is it the wrong way round?)\n`);
     await git(fleet.checkout, 'reset', '--quiet', '--hard', base);
   });
 
