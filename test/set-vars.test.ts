@@ -71,6 +71,8 @@ describe('mesh-cli vars', () => {
     const missing = await cli(repo, 'vars', 'web-9');
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain('there is no node web-9 under nodes/ (a folder holding node.yaml); the nodes are: db-1, web-2');
+    const noRev = await cli(repo, 'vars', 'web-2', '--rev', 'nope');
+    expect([noRev.code, noRev.stderr]).toEqual([2, `mesh-cli: nope is not a commit in ${repo}: fetch it first, or name a branch, tag or commit id\n`]);
     write(repo, { 'nodes/web/vars.yaml': '- not a map\n' });
     const broken = await cli(repo, 'vars', 'web-2');
     expect(broken.code).toBe(2);

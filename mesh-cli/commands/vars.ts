@@ -9,7 +9,7 @@ import { InvalidInputError, MeshError } from '../../core/errors.js';
 import { nodeVars, type LayeredVars } from '../../core/declaration/vars.js';
 import { readLayout, type NodePlace } from '../../core/fleet/layout.js';
 import { openFleet, type Fleet } from '../fleet.js';
-import { commitTree, workingTree, type FleetTree } from '../tree.js';
+import { commitTree, resolveCommit, workingTree, type FleetTree } from '../tree.js';
 
 export interface NodeVars {
   place: NodePlace;
@@ -58,7 +58,7 @@ export function varsCommand(program: Command): void {
     .option('--json', 'print {node, dir, groups, values, origins, unset} as JSON')
     .action(async (node: string, key: string | undefined, o: { explain?: boolean; rev?: string; json?: boolean }) => {
       const fleet: Fleet = await openFleet(process.cwd());
-      const tree = o.rev ? await commitTree(fleet.dir, o.rev) : workingTree(fleet.dir);
+      const tree = o.rev ? await commitTree(fleet.dir, await resolveCommit(fleet.dir, o.rev)) : workingTree(fleet.dir);
       const found = await varsOf(tree, node);
       if (o.json) console.log(JSON.stringify({ node, dir: found.place.dir, groups: found.place.groups, values: found.vars.values, origins: found.vars.origins, unset: found.vars.unset }));
       else process.stdout.write(formatVars(found, key, o.explain ?? false));
