@@ -200,6 +200,27 @@ describe('token issue refuses reserved node names', { timeout: 60_000 }, () => {
     expect(r.code).not.toBe(0);
     expect(r.stderr).toContain("'HEAD' is not a valid node name");
   });
+
+  it('refuses, before committing anything, a token that could not be carried in time or written, and notes a life over a month', async () => {
+    const head = await git(fleet.checkout, 'rev-parse', 'HEAD');
+    const taken = join(fleet.dir, 'taken.token');
+    writeFileSync(taken, 'an older token\n');
+    const tries: Array<[string[], string]> = [
+      [['--expires', '30s', '--out', join(fleet.dir, 'short.token')], 'mesh-cli: --expires must be at least 1m: the token must stay valid while it is carried to its machine (the default is 24h); nothing was committed'],
+      [['--out', taken], `mesh-cli: --out ${taken} already exists: a token is written once, to a new file: remove the old one or name another; nothing was committed`],
+      [['--out', join(fleet.dir, 'no-such-folder', 'a.token')], `mesh-cli: --out ${join(fleet.dir, 'no-such-folder', 'a.token')}: the folder ${join(fleet.dir, 'no-such-folder')} does not exist: create it, or name a file in a folder that does; nothing was done`],
+    ];
+    for (const [args, said] of tries) {
+      const r = await cli(fleet.checkout, 'token', 'issue', 'late-1', ...args);
+      expect([r.code, r.stderr.trim()]).toEqual([2, said]);
+    }
+    expect(await git(fleet.checkout, 'rev-parse', 'HEAD')).toBe(head);
+    expect(readFileSync(taken, 'utf8')).toBe('an older token\n');
+    const long = await cli(fleet.checkout, 'token', 'issue', 'late-1', '--expires', '90d', '--out', join(fleet.dir, 'late-1.token'));
+    expect(long.code, long.stderr).toBe(0);
+    expect(long.stderr).toContain('note: this token is valid for 90 days; it is a secret carried by hand');
+    await git(fleet.checkout, 'reset', '--quiet', '--hard', head);
+  });
 });
 
 describe('the server caps what a node may push', { timeout: 120_000 }, () => {

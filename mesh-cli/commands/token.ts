@@ -12,7 +12,8 @@
  * the repository checks (docs/servers.md). A new token replaces the credential, and with it
  * revokes the old one on the embedded server as soon as the commit is pushed.
  */
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { checkOutFile } from '../out-file.js';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { MeshError } from '../../core/errors.js';
@@ -173,6 +174,24 @@ export function earlierKeys(identity: NodeIdentity | null): Pick<NodeIdentity, '
 }
 
 /** Write the token to `out` with mode 0600, refusing to overwrite. */
+/**
+ * What `token issue` refuses before it commits anything: a token too short-lived to be carried to
+ * its machine, or one whose file cannot be written (a folder that does not exist, a file already
+ * there), would spend a generation and leave a token no one has.
+ */
+export function checkIssueOptions(o: { out?: string; expiresMs: number }): void {
+  if (o.expiresMs < 60_000) throw new MeshError('E_USAGE', '--expires must be at least 1m: the token must stay valid while it is carried to its machine (the default is 24h); nothing was committed');
+  if (o.out === undefined) return;
+  checkOutFile(o.out, '--out');
+  if (existsSync(o.out)) throw new MeshError('E_TOKEN_OUT', `--out ${o.out} already exists: a token is written once, to a new file: remove the old one or name another; nothing was committed`);
+}
+
+/** A note for a token valid longer than a month: a copy left behind stays usable that long. */
+export function longLifeNote(expiresMs: number): string | null {
+  const days = expiresMs / 86_400_000;
+  return days > 30 ? `note: this token is valid for ${Math.round(days)} days; it is a secret carried by hand, so a life of hours (the default is 24h) limits what a copy left behind can do` : null;
+}
+
 export function writeTokenFile(out: string, text: string): void {
   try {
     writeFileSync(out, text, { mode: 0o600, flag: 'wx' });
