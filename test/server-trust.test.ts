@@ -206,7 +206,7 @@ describe('token issue refuses reserved node names', { timeout: 60_000 }, () => {
     const taken = join(fleet.dir, 'taken.token');
     writeFileSync(taken, 'an older token\n');
     const tries: Array<[string[], string]> = [
-      [['--expires', '30s', '--out', join(fleet.dir, 'short.token')], 'mesh-cli: --expires must be at least 1m: the token must stay valid while it is carried to its machine (the default is 24h); nothing was committed'],
+      [['--expires', '0', '--out', join(fleet.dir, 'short.token')], "mesh-cli: --expires must be at least 1s: a token always expires (0 is not 'never'), and must stay valid while it is carried to its machine (the default is 24h); nothing was committed"],
       [['--out', taken], `mesh-cli: --out ${taken} already exists: a token is written once, to a new file: remove the old one or name another; nothing was committed`],
       [['--out', join(fleet.dir, 'no-such-folder', 'a.token')], `mesh-cli: --out ${join(fleet.dir, 'no-such-folder', 'a.token')}: the folder ${join(fleet.dir, 'no-such-folder')} does not exist: create it, or name a file in a folder that does; nothing was done`],
     ];

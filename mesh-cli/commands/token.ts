@@ -175,12 +175,12 @@ export function earlierKeys(identity: NodeIdentity | null): Pick<NodeIdentity, '
 
 /** Write the token to `out` with mode 0600, refusing to overwrite. */
 /**
- * What `token issue` refuses before it commits anything: a token too short-lived to be carried to
- * its machine, or one whose file cannot be written (a folder that does not exist, a file already
- * there), would spend a generation and leave a token no one has.
+ * What `token issue` refuses before it commits anything: a token expired when it is printed
+ * (`--expires 0`, which other tools read as "never"), or one whose file cannot be written (a folder
+ * that does not exist, a file already there), would spend a generation and leave a token no one has.
  */
 export function checkIssueOptions(o: { out?: string; expiresMs: number }): void {
-  if (o.expiresMs < 60_000) throw new MeshError('E_USAGE', '--expires must be at least 1m: the token must stay valid while it is carried to its machine (the default is 24h); nothing was committed');
+  if (o.expiresMs < 1000) throw new MeshError('E_USAGE', "--expires must be at least 1s: a token always expires (0 is not 'never'), and must stay valid while it is carried to its machine (the default is 24h); nothing was committed");
   if (o.out === undefined) return;
   checkOutFile(o.out, '--out');
   if (existsSync(o.out)) throw new MeshError('E_TOKEN_OUT', `--out ${o.out} already exists: a token is written once, to a new file: remove the old one or name another; nothing was committed`);
