@@ -13,7 +13,6 @@
  * revokes the old one on the embedded server as soon as the commit is pushed.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { checkOutFile } from '../out-file.js';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { MeshError } from '../../core/errors.js';
@@ -26,6 +25,7 @@ import { TokenFile } from '../../schema/token.js';
 import { tokenCheck } from '../../core/token-check.js';
 import { commitChange, originUrl, type Fleet } from '../fleet.js';
 import { placeOfNode } from '../layout.js';
+import { checkOutFile } from '../out-file.js';
 import { tokenPin } from '../tls.js';
 import { workingTree } from '../tree.js';
 import { newSecret, passwordHash } from '../server/operators.js';
@@ -173,7 +173,6 @@ export function earlierKeys(identity: NodeIdentity | null): Pick<NodeIdentity, '
   return keys.length > 0 ? { previous: keys } : {};
 }
 
-/** Write the token to `out` with mode 0600, refusing to overwrite. */
 /**
  * What `token issue` refuses before it commits anything: a token expired when it is printed
  * (`--expires 0`, which other tools read as "never"), or one whose file cannot be written (a folder
@@ -192,6 +191,7 @@ export function longLifeNote(expiresMs: number): string | null {
   return days > 30 ? `note: this token is valid for ${Math.round(days)} days; it is a secret carried by hand, so a life of hours (the default is 24h) limits what a copy left behind can do` : null;
 }
 
+/** Write the token to `out` with mode 0600, refusing to overwrite. */
 export function writeTokenFile(out: string, text: string): void {
   try {
     writeFileSync(out, text, { mode: 0o600, flag: 'wx' });

@@ -29,7 +29,10 @@ export function verifyRangeCommand(program: Command): void {
       const review = await reviewTrust(fleet.dir, base, head);
       const lines = trustLines(review);
       if (o.json) console.log(JSON.stringify({ base, head, ...review }));
-      else if (lines.length === 0) console.log(`${range}: ${(await holdsCommits(fleet.dir, base, head)) ? 'trust settings unchanged, and every commit is signed by a key trusted at its parent' : `trust settings unchanged, and the range holds no commit to check (BASE..HEAD is what HEAD has that BASE has not: is it the wrong way round?)`}`);
+      else if (lines.length === 0) {
+        const commits = (await holdsCommits(fleet.dir, base, head)) ? 'every commit is signed by a key trusted at its parent' : 'the range holds no commit to check (BASE..HEAD is what HEAD has that BASE has not: is it the wrong way round?)';
+        console.log(`${range}: trust settings unchanged, and ${commits}`);
+      }
       else console.log(lines.join('\n'));
       if (lines.length > 0 && !o.allow) {
         if (!o.json) console.error(`refused: look at the above, then run again with --allow (in the pre-push hook: MESH_ALLOW_TRUST=1 git push)`);
