@@ -169,11 +169,15 @@ function problemsOf(loaded: { ok: true } | { ok: false; problems: Problem[] }): 
  * has its form checked where a node includes the role, rendered (checkTree renders every node and
  * group); here it would be refused for its braces.
  */
-async function roleProblems(text: string, role: string): Promise<Problem[]> {
-  const read = readYaml(text, role);
-  return read.ok ? asWritten(read, 'RoleFile', () => Promise.resolve(schemas)) : read.problems;
+function roleProblems(text: string, role: string): Promise<Problem[]> {
+  return asWrittenText(text, role, 'RoleFile');
 }
 
+/** A declaration or role file's problems as written (asWritten), or why it does not read as YAML. */
+async function asWrittenText(text: string, file: string, schema: 'DeclarationFile' | 'RoleFile'): Promise<Problem[]> {
+  const read = readYaml(text, file);
+  return read.ok ? asWritten(read, schema, () => Promise.resolve(schemas)) : read.problems;
+}
 
 /**
  * The problems `text` has as the fleet file at `path` (from the fleet's root), checked as the file
@@ -188,9 +192,7 @@ export async function fileProblems(path: string, text: string): Promise<Problem[
   if (!path.startsWith(`${NODES}/`)) return null;
   const name = path.slice(path.lastIndexOf('/') + 1);
   if (name === 'vars.yaml') return problemsOf(schemas.readVars(text, path));
-  if (NOT_DECLARATIONS.has(name)) return null;
-  const read = readYaml(text, path);
-  return read.ok ? asWritten(read, 'DeclarationFile', () => Promise.resolve(schemas)) : read.problems;
+  return NOT_DECLARATIONS.has(name) ? null : asWrittenText(text, path, 'DeclarationFile');
 }
 
 /** A role included by many nodes reports its problems once; sorted by file, line, column. */
