@@ -198,7 +198,7 @@ describe('tokens', () => {
   it('a token cut short or changed on its way is refused by its check, with nothing used; the whole token, or one without a check, enrols', async () => {
     const file = await token(fleet, 'app-9');
     const text = readFileSync(file, 'utf8');
-    expect(text).toMatch(/^kind: mesh-token\nversion: 1\ncheck: [0-9a-f]{16}\n/m);
+    expect(text).toMatch(/^kind: mesh-token\nversion: 1\ncheck: "?[0-9a-f]{16}"?\n/m); // quoted when its digits read as a number
     const root = machine(fleet, 'app-9');
     // Cut before the credential (still a token the schema reads), and one field changed.
     const lines = text.split('\n');

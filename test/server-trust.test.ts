@@ -177,7 +177,8 @@ describe('a token enrols one machine once, recorded where its credential cannot 
     expect(unchecked.stderr).toContain('was cut short or changed on its way here');
     // It proves nothing about who wrote the token: made to match (as whoever changed the key on purpose would), the signer check refuses it.
     const remade = TokenFile.parse(parse(readFileSync(bad, 'utf8')));
-    writeFileSync(bad, readFileSync(bad, 'utf8').replace(/^check: [0-9a-f]{16}$/m, `check: ${tokenCheck(remade)}`));
+    // Quoted either way: a check of digits only (or digits around one e) reads as a number in YAML, so mesh-cli writes it quoted.
+    writeFileSync(bad, readFileSync(bad, 'utf8').replace(/^check: "?[0-9a-f]{16}"?$/m, `check: "${tokenCheck(remade)}"`));
     const refused = await hostCmd(root, 'enrol', '--token-file', bad);
     expect(refused.code).not.toBe(0);
     expect(refused.stderr).toMatch(/this token's signer keys do not match the fleet: main's tip [0-9a-f]{12} it is signed by SHA256:\S+, which is not a trusted signer of this fleet/);
