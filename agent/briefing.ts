@@ -13,6 +13,7 @@ import { messageOf } from '../core/errors.js';
 import { hasPackageManager } from './profile.js';
 import type { Store } from './store/store.js';
 import { verifyReport } from '../core/report/verify.js';
+import { fromRecoveryCopy } from './report.js';
 import { sameKeyIfWellFormed } from '../core/sign/sshsig.js';
 
 /** Largest difference from the git server's clock that a node may have. */
@@ -98,8 +99,7 @@ export function recoverStore(store: Store, node: string, last: LastReport | null
   if (heldKey === null || !sameKeyIfWellFormed(heldKey, report.nodeKey)) {
     return { check, ok: true, detail: `new store: report #${report.sequence} on reports/${node} was signed with a node key this machine does not hold, so another machine made it (this one was rebuilt, or is new): nothing it lists is here, and this machine starts owning nothing` };
   }
-  // The report keeps no copy of what was there before mesh: mark it unknown, so that un-declaring releases it.
-  store.data.owned = report.owned.map((r) => (r.prior?.existed ? { ...r, prior: { existed: true, known: false } } : r));
+  store.data.owned = report.owned.map(fromRecoveryCopy);
   const unknown = store.data.owned.filter((r) => r.prior?.known === false).length;
   const note = unknown ? `; ${unknown} existed before mesh took them over and the report holds no copy of them, so un-declaring them will leave them as they are` : '';
   return { check, ok: true, detail: `recovered ${report.owned.length} records from report #${report.sequence} (generation ${report.generation}, ${report.observedAt})${note}` };

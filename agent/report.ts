@@ -48,6 +48,15 @@ function recoveryCopy(record: OwnedRecord): OwnedRecord {
 }
 
 /**
+ * A record of a report's owned set, as the store keeps it: the report holds no copy of what was
+ * there before mesh took a resource over, so that is marked unknown, and un-declaring the
+ * resource then leaves it as it is.
+ */
+export function fromRecoveryCopy(record: OwnedRecord): OwnedRecord {
+  return record.prior?.existed ? { ...record, prior: { existed: true, known: false } } : record;
+}
+
+/**
  * True when `report` says nothing that the last one did not: the same commit, outcome, owned set and
  * failures (by resource id and result, and by error code), apart from time and sequence. It is then a
  * heartbeat, whether the pass succeeded or failed, so a node failing the same way every pass costs
@@ -99,6 +108,8 @@ export async function sendReports(repo: FleetRepo, store: Store, node: string): 
  * the server's tip is this host's own report (signed with its node key, for its node and
  * generation), the local branch and the store continue from it, and the line returned says so in
  * the next report; reports made here since and not sent are dropped (that report replaces them).
+ * When that report is newer than the store, what it owned and the store does not list is tracked
+ * again (trackAgain), so that nothing mesh made in between is forgotten.
  * Anything else is refused and left on the server as it is: not adopted, not pushed over.
  */
 export async function continueFromServer(repo: FleetRepo, store: Store, config: HostConfig): Promise<ReportLine> {
@@ -110,16 +121,38 @@ export async function continueFromServer(repo: FleetRepo, store: Store, config: 
   const theirs = ownReport(config, status, sig);
   if (typeof theirs === 'string') throw foreignTip(config.node, tip, theirs);
   const last = store.data.report.sequence;
+  const restored = theirs.sequence >= last;
+  // An older store lacks what mesh took over after its copy was made: tracked again from the server's report, so that un-declaring it removes it.
+  const retaken = restored ? trackAgain(store, theirs.owned) : 0;
   // The store first: a crash before the branch moves leaves a report that the next push refuses again, and this runs again.
   // contentHash: unknown, so that the next report is a real one (it carries the line), never a heartbeat.
   store.data.report = { sequence: theirs.sequence, hash: sha256(status!), contentHash: null, at: theirs.observedAt, pushed: true };
   store.save('report continued from the server');
   await repo.point(ref, tip);
   const made = `report #${theirs.sequence}, made at ${theirs.observedAt}`;
-  const message = theirs.sequence >= last
-    ? `the server's report branch was ahead of this machine's (${made}): the state folder was likely restored from an older copy; continuing from it`
+  const tracked = retaken ? `, and from its owned set (${retaken} resource${retaken === 1 ? '' : 's'} the older copy did not know mesh had made or taken over)` : '';
+  const message = restored
+    ? `the server's report branch was ahead of this machine's (${made}): the state folder was likely restored from an older copy; continuing from it${tracked}`
     : `the server's report branch holds a report that is not in this machine's history (${made}): this machine's git cache, or the server, was likely replaced or restored from an older copy; continuing from it`;
   return { code: 'E_REPORT_BRANCH_AHEAD', message };
+}
+
+/**
+ * Add to the store what `owned` (the owned set of this host's own later report) lists and the store
+ * does not, and take that report's word on what was there before mesh where the two disagree: a
+ * store restored from an older copy took over, as if it had been found here, what mesh itself had
+ * created since. What only the store lists stays owned (the machine itself may have been restored
+ * with it). Returns how many records were added or corrected.
+ */
+function trackAgain(store: Store, owned: OwnedRecord[]): number {
+  let changed = 0;
+  for (const theirs of owned.map(fromRecoveryCopy)) {
+    const mine = store.owned(theirs.id);
+    if (mine && Boolean(mine.prior?.existed) === Boolean(theirs.prior?.existed)) continue;
+    store.put(mine ? { ...mine, prior: theirs.prior } : theirs);
+    changed++;
+  }
+  return changed;
 }
 
 /** The report `status` (signed `sig`) when this host made it: its node key signed it, for its node and generation; otherwise why not. */

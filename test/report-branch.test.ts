@@ -7,7 +7,7 @@
  * overwritten, and the host says so instead of blaming the network.
  */
 import { execFileSync } from 'node:child_process';
-import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cli, createFleet, git, hostCmd, signingKey, type TestFleet } from './helpers/fleet.js';
@@ -93,6 +93,33 @@ describe('a state folder restored from an older copy', { timeout: 120_000 }, () 
     expect(recovered.body).toMatchObject({ sequence: 7, delivery: 'pushed', errors: [{ code: 'E_REPORT_BRANCH_AHEAD' }] });
     expect(await row('web-2')).toMatchObject({ sequence: 7, signature: 'valid', chain: 'ok' });
     expect(await history('web-2')).toEqual(['report web-2 #7', 'report web-2 #6', 'report web-2 #5', 'report web-2 #4', 'report web-2 #3', 'report web-2 #2', 'report web-2 #1']);
+  });
+
+  it('what mesh made after the copy was taken stays its own: un-declared later, it is removed, not left as found', async () => {
+    const root = await fleet.enrol('web-5');
+    const extra = { 'nodes/web-5/extra.yaml': 'resources:\n  - type: file\n    path: /etc/extra.conf\n    content: "made by mesh\\n"\n' };
+    await fleet.commit(motd('web-5', 'one'), 'web-5: one');
+    expect((await pass(root)).body).toMatchObject({ sequence: 2, delivery: 'pushed' });
+    const aside = join(fleet.dir, 'web-5.state');
+    cpSync(stateDir(root), aside, { recursive: true });
+    await fleet.commit(extra, 'web-5: extra');
+    expect((await pass(root)).body).toMatchObject({ sequence: 3, outcome: 'applied', delivery: 'pushed' });
+    expect(readFileSync(join(root, 'etc/extra.conf'), 'utf8')).toBe('made by mesh\n');
+
+    // The older store does not know /etc/extra.conf, and finds it here; the server's report #3 says mesh made it.
+    restore(root, aside);
+    const recovered = await pass(root);
+    expect(recovered.code, recovered.stderr + recovered.stdout).toBe(0);
+    expect(recovered.body!.errors).toEqual([{
+      code: 'E_REPORT_BRANCH_AHEAD',
+      message: expect.stringMatching(/continuing from it, and from its owned set \(1 resource the older copy did not know mesh had made or taken over\)$/),
+    }]);
+
+    await fleet.commit({ 'nodes/web-5/extra.yaml': null }, 'web-5: no extra');
+    const removed = await pass(root);
+    expect(removed.body).toMatchObject({ outcome: 'applied', delivery: 'pushed' });
+    expect((removed.body as unknown as { resources: Array<{ id: string; result: string }> }).resources).toContainEqual(expect.objectContaining({ id: 'file:/etc/extra.conf', result: 'removed' }));
+    expect(existsSync(join(root, 'etc/extra.conf'))).toBe(false);
   });
 
   it('a git cache deleted by hand: the next pass continues from the server\'s branch, not from a new root', async () => {
