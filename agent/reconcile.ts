@@ -37,7 +37,7 @@
  * report: sign and commit the result on the local report branch and push it. A report that
  *   says nothing new is not sent again until the heartbeat is due.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { NodeIdentity } from '../schema/fleet.js';
 import { loadYamlOrThrow } from '../core/load.js';
@@ -127,7 +127,7 @@ export async function contact(host: Host, record = true): Promise<{ commit: stri
     }
     return { commit };
   } catch (e) {
-    const refused = credentialRefused(e, host.config.node);
+    const refused = credentialRefused(e, host.config.node, existsSync(host.paths.credential) ? undefined : host.paths.credential);
     if (refused) throw refused;
     if (!(e instanceof MeshError) || e.next === 'human') throw e;
     if (record) {

@@ -296,6 +296,22 @@ describe('re-enrolment, retire and revoke', () => {
   });
   afterAll(async () => fleet?.close());
 
+  it('a credential file removed by hand is named as missing, not taken for a revocation; put back, the next pass goes on', async () => {
+    const root = await fleet.enrol('web-8');
+    expect((await hostCmd(root, 'run', '--once')).code).toBe(0);
+    const file = join(root, 'etc/mesh-host/credential.json');
+    const kept = readFileSync(file);
+    rmSync(file);
+    const before = snapshot(root);
+    const run = await hostCmd(root, 'run', '--once');
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain(`the fleet server asks web-8 for its git credential (HTTP 401), and this machine has none: ${file} is missing`);
+    expect(run.stderr).not.toContain('revoked');
+    expect(snapshot(root)).toEqual(before);
+    writeFileSync(file, kept, { mode: 0o600 });
+    expect((await hostCmd(root, 'run', '--once')).code).toBe(0);
+  });
+
   it("re-enrolment makes the old identity's reports revoked; the history of both stays readable and signers follows the new key", async () => {
     const root = await fleet.enrol('web-1');
     await fleet.commit({ 'nodes/web-1/base.yaml': 'resources:\n  - type: file\n    path: /etc/motd\n    content: "one\\n"\n' }, 'web-1');

@@ -66,10 +66,21 @@ export function sealed(gate: Gate, body: ReportBody): ReportBody {
   return { ...sealedBody, outcome: 'untrusted', commit: gate.tip, signer, errors };
 }
 
-/** A MeshError saying the fleet server refused this host's credential (HTTP 401), or null when `e` is something else. */
-export function credentialRefused(e: unknown, node: string): MeshError | null {
+/**
+ * A MeshError saying the fleet server refused this host's credential (HTTP 401), or null when `e` is
+ * something else. `missing`: the path of the credential file when this machine has none, which is
+ * then what the server asked for (the file was removed), not a revocation.
+ */
+export function credentialRefused(e: unknown, node: string, missing?: string): MeshError | null {
   const status = (e as { cause?: { data?: { statusCode?: unknown } } } | null)?.cause?.data?.statusCode;
   if (!(e instanceof MeshError) || status !== 401) return null;
+  if (missing !== undefined) {
+    return new MeshError(
+      'E_NO_CREDENTIAL',
+      `the fleet server asks ${node} for its git credential (HTTP 401), and this machine has none: ${missing} is missing. mesh-host wrote it at enrolment from the token: if it was removed, restore it from a backup, or enrol again ('mesh-cli token issue ${node}', then 'mesh-host enrol --token-file F'). Until then this machine applies nothing and keeps what it has`,
+      { next: 'human', cause: e },
+    );
+  }
   return new MeshError(
     'E_CREDENTIAL_REFUSED',
     `the fleet server refused the git credential of ${node} (HTTP 401): its identity was revoked, so it applies and reports nothing more (a newer token was issued, or 'mesh-cli revoke ${node}' was pushed). Re-enrol with a new token ('mesh-cli token issue ${node}'). If neither was done, ${node}'s node.yaml on main may not read, which the server cannot check a credential against: 'mesh-cli validate' names its problem, and once it is fixed the next pass goes on`,
