@@ -58,15 +58,10 @@ function accountProblems(declared: Resource[], steps: Step[], root: string): Pre
   return problems;
 }
 
+/** Two resources that land on one file through a declared symlink, or one that goes through a symlink at all (one path declared twice is refused when the declaration renders: core/declaration/render-with.ts). */
 function pathProblems(declared: Resource[]): PreflightProblem[] {
   const problems: PreflightProblem[] = [];
-  const byPath = new Map<string, string>();
-  for (const r of declared) {
-    if (!('path' in r)) continue;
-    const first = byPath.get(r.path);
-    if (first) problems.push({ id: resourceId(r), message: `${r.path} is also declared as ${first}; one path can hold one thing` });
-    else byPath.set(r.path, resourceId(r));
-  }
+  const byPath = new Map(declared.flatMap((r) => ('path' in r ? [[r.path, resourceId(r)] as const] : [])));
   const links = new Map(declared.flatMap((r) => (r.type === 'symlink' && r.ensure !== 'absent' && r.target ? [[r.path, r.target] as const] : [])));
   if (links.size === 0) return problems;
   for (const r of declared) {

@@ -138,6 +138,11 @@ describe('render: groups, variables, roles with parameters, templates and facts'
     expect(!differ.ok && differ.problems).toEqual([{ file: 'nodes/n-1/b.yaml', line: 2, col: 5, message: 'directory:/srv is declared again here and differently at nodes/a.yaml:2:5; declare it once, and vary it with variables' }]);
   });
 
+  it('one path declared as two types, in a group and its node, is an error at the second naming the first (as mesh-cli validate says it)', async () => {
+    const r = await render({ 'nodes/web/n-1/node.yaml': '', 'nodes/web/a.yaml': 'resources:\n  - type: directory\n    path: /srv/app\n', 'nodes/web/n-1/b.yaml': 'resources:\n  - type: file\n    path: /srv/app\n    content: "x"\n' }, 'n-1');
+    expect(!r.ok && r.problems).toEqual([{ file: 'nodes/web/n-1/b.yaml', line: 3, col: 11, message: '/srv/app is declared here as a file and as a directory at nodes/web/a.yaml:2:5; one path can hold one thing: keep one of them' }]);
+  });
+
   it('a role reached twice with the same parameters is included once; a cycle, a missing and an unknown parameter are errors at the include', async () => {
     const role = 'params:\n  p: null\nresources:\n  - type: directory\n    path: /srv/{{ params.p }}\n';
     const twice = await render({ 'nodes/n-1/node.yaml': '', 'roles/r.yaml': role, 'nodes/a.yaml': 'include:\n  - {role: roles/r.yaml, with: {p: x}}\n', 'nodes/n-1/b.yaml': 'include:\n  - {role: roles/r.yaml, with: {p: x}}\n' }, 'n-1');

@@ -391,9 +391,14 @@ function convert(text: string, path: (string | number)[], parsed: Parsed, proble
   return text;
 }
 
-/** The resources in order, one per id: an identical second declaration is dropped, a different one is an error naming both places. */
+/**
+ * The resources in order, one per id: an identical second declaration is dropped, a different one is
+ * an error naming both places, and so is a second resource of another type at the same path (a file
+ * and a directory both at /srv/app).
+ */
 function identities(pass: Pass): Resource[] {
   const seen = new Map<string, Placed>();
+  const atPath = new Map<string, Placed>();
   const out: Resource[] = [];
   for (const p of pass.placed) {
     const id = resourceId(p.resource);
@@ -401,6 +406,7 @@ function identities(pass: Pass): Resource[] {
     if (!first) {
       seen.set(id, p);
       out.push(stripUndefined(p.resource));
+      samePath(pass, atPath, p);
       continue;
     }
     if (JSON.stringify(stripUndefined(first.resource)) === JSON.stringify(stripUndefined(p.resource))) continue;
@@ -408,6 +414,22 @@ function identities(pass: Pass): Resource[] {
     pass.problems.push({ file: p.file, ...positionIn(p.text, p.path), message: `${id} is declared again here and differently at ${first.file}:${there.line}:${there.col}; declare it once, and vary it with variables` });
   }
   return out;
+}
+
+/** A problem at `p` when another resource (of another type: the same id is `identities`' case) was declared at its path first. */
+function samePath(pass: Pass, atPath: Map<string, Placed>, p: Placed): void {
+  if (!PATH_TYPES.has(p.resource.type) || !('path' in p.resource)) return;
+  const first = atPath.get(p.resource.path);
+  if (!first) {
+    atPath.set(p.resource.path, p);
+    return;
+  }
+  const there = positionIn(first.text, first.path);
+  pass.problems.push({
+    file: p.file,
+    ...positionIn(p.text, [...p.path, 'path']),
+    message: `${p.resource.path} is declared here as a ${p.resource.type} and as a ${first.resource.type} at ${first.file}:${there.line}:${there.col}; one path can hold one thing: keep one of them`,
+  });
 }
 
 /** Each command's `onChange` names a resource declared before it: the trigger must be known when the command's turn comes. */
