@@ -1,11 +1,10 @@
 /**
  * Pre-flight: checks that need the whole declaration and the machine, made before anything
- * changes, so that bad input applies nothing. A file owned by a user nobody declares, or two
- * resources that would land on the same place, fail the pass with every problem named by its
- * resource. It also orders the pass: a resource's dependencies go first, like Puppet's autorequire.
+ * changes, so that bad input applies nothing. A file owned by a user nobody declares, or one this
+ * pass deletes, fails the pass with every problem named by its resource (what the declaration alone
+ * shows, such as two resources at one place, is refused when it renders). It also orders the pass: a resource's dependencies go first, like Puppet's autorequire.
  * What a resource needs (the accounts it names, the files it watches) its handler says (`needs`).
  */
-import { dirname, join, posix } from 'node:path';
 import type { Resource } from '../schema/declaration.js';
 import { resourceId } from '../schema/resource-id.js';
 import type { Step } from '../core/plan.js';
@@ -23,7 +22,7 @@ type Kind = 'user' | 'group';
 /** Every problem in the declared steps, checked against the users and groups under `root`. */
 export function preflight(steps: Step[], root: string): PreflightProblem[] {
   const declared = steps.flatMap((s) => (s.action === 'remove' ? [] : [s.resource]));
-  return [...accountProblems(declared, steps, root), ...pathProblems(declared)];
+  return accountProblems(declared, steps, root);
 }
 
 function accountProblems(declared: Resource[], steps: Step[], root: string): PreflightProblem[] {
@@ -56,44 +55,6 @@ function accountProblems(declared: Resource[], steps: Step[], root: string): Pre
     }
   }
   return problems;
-}
-
-/** Two resources that land on one file through a declared symlink, or one that goes through a symlink at all (one path declared twice is refused when the declaration renders: core/declaration/render-with.ts). */
-function pathProblems(declared: Resource[]): PreflightProblem[] {
-  const problems: PreflightProblem[] = [];
-  const byPath = new Map(declared.flatMap((r) => ('path' in r ? [[r.path, resourceId(r)] as const] : [])));
-  const links = new Map(declared.flatMap((r) => (r.type === 'symlink' && r.ensure !== 'absent' && r.target ? [[r.path, r.target] as const] : [])));
-  if (links.size === 0) return problems;
-  for (const r of declared) {
-    if (!('path' in r)) continue;
-    const through = linkAbove(r.path, links);
-    if (!through) continue;
-    const real = realPath(r.path, links);
-    const other = byPath.get(real);
-    problems.push({
-      id: resourceId(r),
-      message: other
-        ? `${r.path} collides with ${other} through symlink:${through} (both are ${real})`
-        : `${r.path} goes through symlink:${through}; mesh never writes through a symlink: declare it as ${real}`,
-    });
-  }
-  return problems;
-}
-
-/** The nearest declared symlink among the folders above `path`. */
-function linkAbove(path: string, links: Map<string, string>): string | undefined {
-  for (let p = dirname(path); p !== '/'; p = dirname(p)) if (links.has(p)) return p;
-  return undefined;
-}
-
-/** Where `path` really lands once the declared symlinks above it are followed. */
-function realPath(path: string, links: Map<string, string>): string {
-  let p = path;
-  for (let hops = 0, link = linkAbove(p, links); link && hops < 40; hops++, link = linkAbove(p, links)) {
-    const target = links.get(link)!;
-    p = posix.normalize(join(target.startsWith('/') ? target : join(dirname(link), target), p.slice(link.length)));
-  }
-  return p;
 }
 
 /** Steps in declared order, except that what each needs goes first (the users and groups a resource names, the directory a path is in, a service's unit files and the files it restarts on, apt's configuration before a package); removals stay last. */

@@ -29,6 +29,7 @@ import type { Problem } from '../errors.js';
 import { levelsOf, NOT_DECLARATIONS, type NodePlace } from '../fleet/layout.js';
 import { checkYaml, keyPositionIn, loadYaml, positionIn, readYaml, yaml, type Hints, type Parsed } from '../load.js';
 import { digestOf, type Declaration, type FleetReader } from './declaration.js';
+import { linkProblems } from './links.js';
 import { placeOfScalar } from './place.js';
 import { isTemplate, renderTemplate, type PlaceOf, type ScopeName, type TemplateScope } from './template.js';
 import { varsWith, type LayeredVars } from './vars-levels.js';
@@ -107,6 +108,7 @@ export async function renderWith(tree: FleetReader, place: NodePlace, facts: Fac
     for (const name of names) await renderFile(pass, `${level}/${name}`, null, []);
   }
   const resources = identities(pass);
+  checkLinks(pass);
   checkTriggers(pass);
   if (pass.problems.length > 0) return { ok: false, problems: pass.problems, files: pass.files };
   const readFacts = [...pass.readFacts].map((i) => resourceId(pass.placed[i]!.resource));
@@ -430,6 +432,19 @@ function samePath(pass: Pass, atPath: Map<string, Placed>, p: Placed): void {
     ...positionIn(p.text, [...p.path, 'path']),
     message: `${p.resource.path} is declared here as a ${p.resource.type} and as a ${first.resource.type} at ${first.file}:${there.line}:${there.col}; one path can hold one thing: keep one of them`,
   });
+}
+
+/** A path under a declared symlink, at the resource's path field (links.ts); a collision names the other's place. */
+function checkLinks(pass: Pass): void {
+  const first = new Map<string, Placed>();
+  for (const p of pass.placed) if (!first.has(resourceId(p.resource))) first.set(resourceId(p.resource), p);
+  const placed = [...first.values()];
+  for (const problem of linkProblems(placed.map((p) => p.resource))) {
+    const p = placed[problem.at]!;
+    const other = problem.other === undefined ? undefined : placed[problem.other]!;
+    const there = other && positionIn(other.text, other.path);
+    pass.problems.push({ file: p.file, ...positionIn(p.text, [...p.path, 'path']), message: problem.message(there ? `${other.file}:${there.line}:${there.col}` : '') });
+  }
 }
 
 /** Each command's `onChange` names a resource declared before it: the trigger must be known when the command's turn comes. */
