@@ -94,6 +94,14 @@ describe('mesh-host', () => {
     expect(readFileSync(lock, 'utf8')).toBe(held);
   });
 
+  it('exits 2 when --bundle names no folder, saying whether it is missing or a file', async () => {
+    const root = newMachine(join(tempDir('mesh-exit-host-'), 'root'));
+    const file = join(root, '..', 'base.yaml');
+    writeFileSync(file, 'resources: []\n');
+    expect(await hostCmd(root, 'apply', '--bundle', join(root, '..', 'nope'))).toMatchObject({ code: 2, stderr: `mesh-host: bundle folder ${join(root, '..', 'nope')} does not exist\n` });
+    expect(await hostCmd(root, 'apply', '--bundle', file)).toMatchObject({ code: 2, stderr: `mesh-host: --bundle ${file} is a file: name the folder that holds the declaration files (${join(root, '..')}, if it is one of them)\n` });
+  });
+
   it('exits 2 on a usage error', async () => {
     const r = await hostCmd(tempDir('mesh-exit-host-'), 'run', '--no-such-option');
     expect(r.code).toBe(2);

@@ -6,7 +6,7 @@
  * what it would do and changes nothing (preview.ts).
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { withDeclarationCache } from '../declaration-cache.js';
 import { loadDeclarationWith, nodeDir, type LoadOptions, type TreeReader } from '../../core/declaration/declaration.js';
 import { MeshError, placed } from '../../core/errors.js';
@@ -51,7 +51,8 @@ interface Bundle {
 /** Run `work` on the bundle in folder `bundle` with the root's lock held: the node it applies as, its store, and the folder as a tree. */
 async function withBundle<T>(bundle: string, host: HostContext, work: (b: Bundle) => Promise<T>): Promise<T> {
   const dir = resolve(bundle);
-  if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new MeshError('E_NO_BUNDLE', `bundle folder ${bundle} does not exist`);
+  if (!existsSync(dir)) throw new MeshError('E_NO_BUNDLE', `bundle folder ${bundle} does not exist`);
+  if (!statSync(dir).isDirectory()) throw new MeshError('E_NO_BUNDLE', `--bundle ${bundle} is a file: name the folder that holds the declaration files (${dirname(bundle)}, if it is one of them)`);
   const paths = hostPaths(host.root);
   // An enrolled machine applies as its node; the config (and its schemas) is read only when there is one.
   const config = existsSync(paths.config) ? (await host.load.readConfig())(paths) : null;
