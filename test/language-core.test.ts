@@ -119,6 +119,10 @@ describe('templates: Liquid, strict about names and filters, lenient in if', () 
     expect(bare('{{ cpus }}')).toBe('unknown variable cpus: a template reads vars, node, facts; write facts.cpus');
     expect(bare('{{ name }}')).toBe('unknown variable name: a template reads vars, node, facts; write node.name');
     expect(bare('{{ nothing }}')).toBe('unknown variable nothing: a template reads vars, node, facts');
+    // A name no vars.yaml or secrets.yaml can hold (mesh-cli secret set refuses it): the name to use instead, not how to set this one.
+    const withSecrets = renderTemplate('{{ secrets.db-password }}', { ...scope, secrets: {} }, 'f', same);
+    expect(!withSecrets.ok && withSecrets.problem.message).toBe("unknown variable secrets.db-password: 'db-password' cannot be a name of secrets (letters, digits and _, not starting with a digit; Liquid reads a - in it as part of the name): name it db_password here and where it is set");
+    expect(bare('{{ vars.app-port.x }}')).toBe("unknown variable vars.app-port: 'app-port' cannot be a name of vars (letters, digits and _, not starting with a digit; Liquid reads a - in it as part of the name): name it app_port here and where it is set");
     // Jinja's filters and arguments, as Ansible and Salt templates write them.
     expect(bare('{{ vars.port | upper }}')).toBe('undefined filter: upper: templates are Liquid, not Jinja: write | upcase');
     expect(bare('{{ vars.hosts | length }}')).toBe('undefined filter: length: templates are Liquid, not Jinja: write | size');

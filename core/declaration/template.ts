@@ -9,6 +9,7 @@
 import type * as LiquidJs from 'liquidjs';
 import type { Liquid } from 'liquidjs';
 import type { Problem } from '../errors.js';
+import { VAR_NAME } from '../../schema/var-name.js';
 
 /** What a template sees. */
 export interface TemplateScope {
@@ -96,6 +97,10 @@ function hint(message: string, scope: TemplateScope): string {
   if (filter !== undefined && JINJA_FILTERS[filter]) return `${message}: templates are Liquid, not Jinja: write | ${JINJA_FILTERS[filter]}`;
   if (message === 'expected ":" after filter name') return `${message}: templates are Liquid, not Jinja: a filter's arguments follow a colon (| default: 80, | join: ", "), not brackets`;
   const m = /^unknown variable (\w+)\.(.+)$/.exec(message);
+  const name = m?.[2]?.split('.')[0] ?? '';
+  if (m && ['vars', 'params', 'secrets'].includes(m[1]!) && !VAR_NAME.test(name)) {
+    return `${message}: '${name}' cannot be a name of ${m[1]} (letters, digits and _, not starting with a digit; Liquid reads a - in it as part of the name): name it ${name.replace(/[^A-Za-z0-9_]/g, '_').replace(/^(?=[0-9])/, '_')} here and where it is set`;
+  }
   if (m?.[1] === 'vars') return `${message}: set it in a vars.yaml (nodes/, the node's groups or the node), or give a fallback with | default: VALUE`;
   if (m?.[1] === 'params') return `${message}: pass it in the include's with:, or give a fallback with | default: VALUE`;
   if (m?.[1] === 'secrets') return `${message}: set it with 'mesh-cli secret set ${m[2]} --level PATH' (a secrets.yaml at nodes/, one of the node's groups or the node)`;
