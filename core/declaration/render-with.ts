@@ -110,6 +110,7 @@ export async function renderWith(tree: FleetReader, place: NodePlace, facts: Fac
   const resources = identities(pass);
   checkLinks(pass);
   checkTriggers(pass);
+  checkRestartOn(pass);
   if (pass.problems.length > 0) return { ok: false, problems: pass.problems, files: pass.files };
   const readFacts = [...pass.readFacts].map((i) => resourceId(pass.placed[i]!.resource));
   const readSecrets: Record<string, string[]> = {};
@@ -444,6 +445,25 @@ function checkLinks(pass: Pass): void {
     const other = problem.other === undefined ? undefined : placed[problem.other]!;
     const there = other && positionIn(other.text, other.path);
     pass.problems.push({ file: p.file, ...positionIn(p.text, [...p.path, 'path']), message: problem.message(there ? `${other.file}:${there.line}:${there.col}` : '') });
+  }
+}
+
+/**
+ * A warning (nothing is refused) for each path in a service's `restartOn` that no resource declares:
+ * a service restarts when a pass changes a file it declares, so such a path never restarts it (a
+ * file a package installs is not watched; Puppet refuses a subscribe to an undeclared resource).
+ */
+function checkRestartOn(pass: Pass): void {
+  const declared = new Set(pass.placed.flatMap((p) => (PATH_TYPES.has(p.resource.type) && 'path' in p.resource ? [p.resource.path] : [])));
+  const seen = new Set<string>();
+  for (const p of pass.placed) {
+    const r = p.resource;
+    if (r.type !== 'service' || seen.has(resourceId(r))) continue;
+    seen.add(resourceId(r));
+    for (const [k, path] of (r.restartOn ?? []).entries()) {
+      if (declared.has(path)) continue;
+      pass.warnings.push({ file: p.file, ...positionIn(p.text, [...p.path, 'restartOn', k]), message: `restartOn names ${path}, which this node's declaration does not declare: ${r.name} is restarted only when a pass changes a file it declares, so this never restarts it; declare ${path} (or take it out of restartOn)` });
+    }
   }
 }
 
