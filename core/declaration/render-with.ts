@@ -437,9 +437,7 @@ function samePath(pass: Pass, atPath: Map<string, Placed>, p: Placed): void {
 
 /** A path under a declared symlink, at the resource's path field (links.ts); a collision names the other's place. */
 function checkLinks(pass: Pass): void {
-  const first = new Map<string, Placed>();
-  for (const p of pass.placed) if (!first.has(resourceId(p.resource))) first.set(resourceId(p.resource), p);
-  const placed = [...first.values()];
+  const placed = [...firstById(pass).values()];
   for (const problem of linkProblems(placed.map((p) => p.resource))) {
     const p = placed[problem.at]!;
     const other = problem.other === undefined ? undefined : placed[problem.other]!;
@@ -455,11 +453,9 @@ function checkLinks(pass: Pass): void {
  */
 function checkRestartOn(pass: Pass): void {
   const declared = new Set(pass.placed.flatMap((p) => (PATH_TYPES.has(p.resource.type) && 'path' in p.resource ? [p.resource.path] : [])));
-  const seen = new Set<string>();
-  for (const p of pass.placed) {
+  for (const p of firstById(pass).values()) {
     const r = p.resource;
-    if (r.type !== 'service' || seen.has(resourceId(r))) continue;
-    seen.add(resourceId(r));
+    if (r.type !== 'service') continue;
     for (const [k, path] of (r.restartOn ?? []).entries()) {
       if (declared.has(path)) continue;
       pass.warnings.push({ file: p.file, ...positionIn(p.text, [...p.path, 'restartOn', k]), message: `restartOn names ${path}, which this node's declaration does not declare: ${r.name} is restarted only when a pass changes a file it declares, so this never restarts it; declare ${path} (or take it out of restartOn)` });
@@ -469,8 +465,7 @@ function checkRestartOn(pass: Pass): void {
 
 /** Each command's `onChange` names a resource declared before it: the trigger must be known when the command's turn comes. */
 function checkTriggers(pass: Pass): void {
-  const first = new Map<string, Placed>();
-  for (const p of pass.placed) if (!first.has(resourceId(p.resource))) first.set(resourceId(p.resource), p);
+  const first = firstById(pass);
   const before = new Set<string>();
   for (const p of pass.placed) {
     if (p.resource.type === 'command') {
@@ -491,6 +486,13 @@ function checkTriggers(pass: Pass): void {
     }
     before.add(resourceId(p.resource));
   }
+}
+
+/** Each resource's first declaration, by id, in declared order (a second one is identical, or already a problem). */
+function firstById(pass: Pass): Map<string, Placed> {
+  const first = new Map<string, Placed>();
+  for (const p of pass.placed) if (!first.has(resourceId(p.resource))) first.set(resourceId(p.resource), p);
+  return first;
 }
 
 function stripUndefined<T extends object>(o: T): T {
