@@ -289,7 +289,7 @@ describe('tokens', () => {
   });
 });
 
-describe('re-enrolment, retire and revoke', () => {
+describe('a host without its credential file', () => {
   let fleet: TestFleet;
   beforeAll(async () => {
     fleet = await createFleet();
@@ -311,6 +311,14 @@ describe('re-enrolment, retire and revoke', () => {
     writeFileSync(file, kept, { mode: 0o600 });
     expect((await hostCmd(root, 'run', '--once')).code).toBe(0);
   });
+});
+
+describe('re-enrolment, retire and revoke', () => {
+  let fleet: TestFleet;
+  beforeAll(async () => {
+    fleet = await createFleet();
+  });
+  afterAll(async () => fleet?.close());
 
   it("re-enrolment makes the old identity's reports revoked; the history of both stays readable and signers follows the new key", async () => {
     const root = await fleet.enrol('web-1');
