@@ -243,7 +243,7 @@ async function report(host: Host, body: ReportBody, heartbeatMs: number, unreach
   } catch (e) {
     // The server's report branch moved on without this host: continue from it (if it is this host's own) and report again, saying why.
     if (e instanceof MeshError && e.code === 'E_REPORT_BRANCH_AHEAD' && !continued) {
-      const line = await continueFromServer(host.repo, host.store, host.config);
+      const line = await continueFromServer(host.repo, host.store, host.config, host.paths, now);
       return again(host, { ...body, errors: [...body.errors, line] }, heartbeatMs);
     }
     host.store.data.lastError = { at: now.toISOString(), message: messageOf(e) };

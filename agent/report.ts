@@ -7,8 +7,11 @@
  * folder restored from an older copy) is continued from, when its tip is this host's own report.
  */
 import { createHash, type KeyObject } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { REPORT_NAMESPACE, type OwnedRecord, type Report } from '../schema/report.js';
 import type { HostConfig } from './config.js';
+import type { HostPaths } from './paths.js';
 import type { FleetRepo } from './fleet/git.js';
 import { gitSigner, signSsh } from '../core/sign/sshsig.js';
 import type { Store } from './store/store.js';
@@ -112,7 +115,7 @@ export async function sendReports(repo: FleetRepo, store: Store, node: string): 
  * again (trackAgain), so that nothing mesh made in between is forgotten.
  * Anything else is refused and left on the server as it is: not adopted, not pushed over.
  */
-export async function continueFromServer(repo: FleetRepo, store: Store, config: HostConfig): Promise<ReportLine> {
+export async function continueFromServer(repo: FleetRepo, store: Store, config: HostConfig, paths: HostPaths, now: Date): Promise<ReportLine> {
   const ref = reportRef(config.node);
   const tip = await repo.peek(ref);
   if (tip === null) throw new MeshError('E_PUSH_REJECTED', `the server's ${ref} vanished while this host pushed; the next pass pushes again`, { next: 'retry' });
@@ -134,7 +137,33 @@ export async function continueFromServer(repo: FleetRepo, store: Store, config: 
   const message = restored
     ? `the server's report branch was ahead of this machine's (${made}): the state folder was likely restored from an older copy; continuing from it${tracked}`
     : `the server's report branch holds a report that is not in this machine's history (${made}): this machine's git cache, or the server, was likely replaced or restored from an older copy; continuing from it`;
-  return { code: 'E_REPORT_BRANCH_AHEAD', message };
+  return { code: 'E_REPORT_BRANCH_AHEAD', message: message + secondCopy(paths, config.node, now) };
+}
+
+/** Where the time of the last continuation is kept (a hint beside the store: lost, the next one is taken for the first). */
+const CONTINUED = 'continued';
+const A_DAY_MS = 24 * 3600_000;
+
+/**
+ * What a continuation says when it is not the first within a day: a restored state folder is
+ * continued from once, while two machines reporting as one node (a copy of this machine's disk
+ * running elsewhere, with its node key) push over each other's reports and continue every pass.
+ */
+function secondCopy(paths: HostPaths, node: string, now: Date): string {
+  const file = join(paths.stateDir, CONTINUED);
+  let last = NaN;
+  try {
+    last = Date.parse(readFileSync(file, 'utf8').trim());
+  } catch {
+    // none yet
+  }
+  try {
+    writeFileSync(file, `${now.toISOString()}\n`);
+  } catch {
+    // a hint only
+  }
+  if (!(now.getTime() - last < A_DAY_MS)) return '';
+  return `. It continued from the server's branch before, at ${new Date(last).toISOString()}: unless its state folder was restored twice, another machine holds this machine's node key and reports as ${node} (a copy of its disk, running elsewhere), and the two push over each other's reports. Stop the copy, or give it a name of its own: on it, move ${paths.configDir} and ${paths.stateDir} away and enrol it with a token for another node ('mesh-cli token issue NAME')`;
 }
 
 /**

@@ -122,6 +122,25 @@ describe('a state folder restored from an older copy', { timeout: 120_000 }, () 
     expect(existsSync(join(root, 'etc/extra.conf'))).toBe(false);
   });
 
+  it('two machines reporting as one node (a copy of its disk running elsewhere) are named as such once they keep continuing from each other', async () => {
+    const root = await fleet.enrol('web-6');
+    await fleet.commit(motd('web-6', 'one'), 'web-6: one');
+    expect((await pass(root)).body).toMatchObject({ sequence: 2, delivery: 'pushed' });
+    const copy = `${root}-copy`;
+    cpSync(root, copy, { recursive: true });
+    expect((await pass(copy)).body).toMatchObject({ sequence: 3, delivery: 'pushed', errors: [] });
+    // Each pass has nothing new to say: its heartbeat (due at once here) is what meets the other's.
+    const lines = async (r: string) => (await pass(r, '--heartbeat', '1ms')).body!.errors.map((e) => e.message);
+    // Each one's first continuation reads as a restore; the original's second one names what it is.
+    expect(await lines(root)).toEqual([expect.stringMatching(/state folder was likely restored from an older copy; continuing from it$/)]);
+    expect(await lines(copy)).toEqual([expect.stringMatching(/state folder was likely restored from an older copy; continuing from it$/)]);
+    const named = await lines(root);
+    expect(named).toEqual([expect.stringContaining(`It continued from the server's branch before, at `)]);
+    expect(named[0]).toContain(`another machine holds this machine's node key and reports as web-6 (a copy of its disk, running elsewhere), and the two push over each other's reports. Stop the copy, or give it a name of its own: on it, move ${join(root, 'etc/mesh-host')} and ${join(root, 'var/lib/mesh-host')} away`);
+    expect(await row('web-6')).toMatchObject({ sequence: 6, signature: 'valid', chain: 'ok' });
+    rmSync(copy, { recursive: true, force: true });
+  });
+
   it('a git cache deleted by hand: the next pass continues from the server\'s branch, not from a new root', async () => {
     const root = await fleet.enrol('web-4');
     await fleet.commit(motd('web-4', 'one'), 'web-4: one');
