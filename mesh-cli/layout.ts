@@ -62,3 +62,15 @@ export async function placeOfNode(tree: FolderReader, node: string): Promise<Nod
   if (twice) throw new MeshError('E_DUPLICATE_NODE', `node ${node} is in ${twice.map((d) => `${d}/`).join(' and ')}: node names are unique across nodes/ (its report branch is reports/${node}); remove or rename all but one (git rm -r / git mv), then run this again`);
   return layout.nodes.get(node) ?? null;
 }
+
+/**
+ * What a command says of `node` when the fleet has no such node: the node it likely meant when
+ * only the case differs (node names are lower case), else the nodes there are (the first dozen).
+ */
+export function notANode(node: string, known: Iterable<string>, code = 'E_UNKNOWN_NODE'): MeshError {
+  const names = [...known].sort();
+  const meant = names.find((n) => n === node.toLowerCase());
+  const listed = names.length > 12 ? `${names.slice(0, 12).join(', ')} and ${names.length - 12} more ('mesh-cli status' lists them)` : names.join(', ');
+  const which = meant ? `: did you mean ${meant}? (node names are lower case)` : names.length ? `; the nodes are: ${listed}` : '; the fleet has no node yet';
+  return new MeshError(code, `there is no node ${node} under nodes/ (a folder holding node.yaml)${which}`, { data: { node } });
+}

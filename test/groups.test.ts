@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cli, createFleet, git, hostCmd, newMachine, type TestFleet } from './helpers/fleet.js';
-import { nodeYamls, pathsReader } from '../mesh-cli/layout.js';
+import { nodeYamls, notANode, pathsReader } from '../mesh-cli/layout.js';
 
 describe('node.yaml found in a listing of nodes/', () => {
   it('finds each node at any depth; a name in two folders has none; a node.yaml inside a node or a group folder is no node', async () => {
@@ -60,6 +60,15 @@ async function advertise(user: string, password: string): Promise<number> {
   await res.arrayBuffer();
   return res.status;
 }
+
+describe('a node name the fleet does not have', () => {
+  it('is answered with the node meant when only its case differs, else with the first dozen nodes there are', () => {
+    const many = Array.from({ length: 14 }, (_, i) => `web-${String(i).padStart(2, '0')}`);
+    expect(notANode('WEB-03', many).message).toBe('there is no node WEB-03 under nodes/ (a folder holding node.yaml): did you mean web-03? (node names are lower case)');
+    expect(notANode('db-1', many).message).toBe("there is no node db-1 under nodes/ (a folder holding node.yaml); the nodes are: web-00, web-01, web-02, web-03, web-04, web-05, web-06, web-07, web-08, web-09, web-10, web-11 and 2 more ('mesh-cli status' lists them)");
+    expect(notANode('db-1', []).message).toBe('there is no node db-1 under nodes/ (a folder holding node.yaml); the fleet has no node yet');
+  });
+});
 
 describe('token issue, retire and revoke find a node wherever it sits', { timeout: 60_000 }, () => {
   it('token issue --group puts a new node in nodes/PATH/NODE/, and a later token finds it there', async () => {
@@ -141,7 +150,9 @@ describe('token issue, retire and revoke find a node wherever it sits', { timeou
     expect(await committed()).toEqual(['revoke web-1: generation 4, no token', 'nodes/web/eu/web-1/node.yaml']);
     const unknown = await cli(fleet.checkout, 'revoke', 'web-9');
     expect(unknown.code).toBe(2);
-    expect(unknown.stderr).toBe('mesh-cli: no node.yaml of web-9 under nodes/: web-9 is not a node of this fleet\n');
+    expect(unknown.stderr).toMatch(/^mesh-cli: there is no node web-9 under nodes\/ \(a folder holding node.yaml\); the nodes are: (\S+, )*web-1(, \S+)*\n$/);
+    const upper = await cli(fleet.checkout, 'retire', 'WEB-1');
+    expect([upper.code, upper.stderr]).toEqual([2, 'mesh-cli: there is no node WEB-1 under nodes/ (a folder holding node.yaml): did you mean web-1? (node names are lower case)\n']);
   });
 });
 

@@ -19,12 +19,12 @@ import { MeshError } from '../../core/errors.js';
 import { encodePrivateKey, generateKeyPair, sshPublicKey } from '../../core/sign/sshsig.js';
 import { HTTP_URL, NODE_NAME, NodeIdentity } from '../../schema/fleet.js';
 import { loadYamlOrThrow } from '../../core/load.js';
-import { MAX_GROUP_DEPTH, NODES } from '../../core/fleet/layout.js';
+import { MAX_GROUP_DEPTH, NODES, readLayout } from '../../core/fleet/layout.js';
 import { shardOf } from '../../core/report/shard.js';
 import { TokenFile } from '../../schema/token.js';
 import { tokenCheck } from '../../core/token-check.js';
 import { commitChange, originUrl, type Fleet } from '../fleet.js';
-import { placeOfNode } from '../layout.js';
+import { notANode, placeOfNode } from '../layout.js';
 import { checkOutFile } from '../out-file.js';
 import { tokenPin } from '../tls.js';
 import { workingTree } from '../tree.js';
@@ -118,7 +118,7 @@ export async function readIdentity(fleet: Fleet, node: string): Promise<{ identi
 /** The identity and folder of an existing node (retire, revoke): a MeshError when the fleet has no such node. */
 export async function existingIdentity(fleet: Fleet, node: string): Promise<{ identity: NodeIdentity; dir: string }> {
   const found = await readIdentity(fleet, node);
-  if (!found) throw new MeshError('E_UNKNOWN_NODE', `no node.yaml of ${node} under nodes/: ${node} is not a node of this fleet`);
+  if (!found) throw notANode(node, (await readLayout(workingTree(fleet.dir))).nodes.keys());
   return found;
 }
 

@@ -8,6 +8,7 @@ import { stringify } from 'yaml';
 import { InvalidInputError, MeshError } from '../../core/errors.js';
 import { nodeVars, type LayeredVars } from '../../core/declaration/vars.js';
 import { readLayout, type NodePlace } from '../../core/fleet/layout.js';
+import { notANode } from '../layout.js';
 import { openFleet, type Fleet } from '../fleet.js';
 import { commitTree, resolveCommit, workingTree, type FleetTree } from '../tree.js';
 
@@ -20,10 +21,7 @@ export interface NodeVars {
 export async function varsOf(tree: FleetTree, node: string): Promise<NodeVars> {
   const layout = await readLayout(tree);
   const place = layout.nodes.get(node);
-  if (!place) {
-    const known = [...layout.nodes.keys()].sort();
-    throw new MeshError('E_NO_NODE', `there is no node ${node} under nodes/ (a folder holding node.yaml)${known.length ? `; the nodes are: ${known.join(', ')}` : ''}`, { data: { node } });
-  }
+  if (!place) throw notANode(node, layout.nodes.keys(), 'E_NO_NODE');
   const { vars, problems } = await nodeVars((path) => tree.read(path), place);
   if (problems.length > 0) throw new InvalidInputError(`the variables of ${node}`, problems);
   return { place, vars };
