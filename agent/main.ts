@@ -71,6 +71,7 @@ const actions: Actions = {
       process.exitCode = printNoop(result, Boolean(o.json));
       return;
     }
+    if (!o.once && o.interval === 0) throw new MeshError('E_USAGE', '--interval 0 would poll the fleet server without a pause: give a time between passes, such as 30s (the default is 60s)');
     const [{ run, onceExit }, { printPass }, log, { parseProbation }] = await Promise.all([import('./commands/run.js'), import('./output.js'), logger(), import('./upgrade/upgrade.js')]);
     const stop = new AbortController();
     for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => stop.abort());
