@@ -106,6 +106,8 @@ describe('mesh-host', () => {
     const r = await hostCmd(tempDir('mesh-exit-host-'), 'run', '--no-such-option');
     expect(r.code).toBe(2);
     expect(r.stderr.split('\n')[0]).toBe("error: unknown option '--no-such-option'");
+    const busy = await hostCmd(tempDir('mesh-exit-host-'), 'run', '--interval', '0');
+    expect([busy.code, busy.stderr]).toEqual([2, 'mesh-host: --interval 0 would poll the fleet server without a pause: give a time between passes, such as 30s (the default is 60s)\n']);
   });
 });
 
