@@ -51,7 +51,7 @@ import { findNode, NOT_DECLARATIONS } from '../core/fleet/layout.js';
 import { collectFacts } from './facts.js';
 import { MeshError, messageOf, type NextStep, type Problem } from '../core/errors.js';
 import type { Host } from './host.js';
-import { buildReport, continueFromServer, recordReport, sameAsLast, sendReports, type ReportBody } from './report.js';
+import { buildReport, continueFromLocal, continueFromServer, recordReport, sameAsLast, sendReports, type ReportBody } from './report.js';
 import { credentialRefused, nothingApplied, sealed, trustStage } from './trust/gate.js';
 import type { HostPaths } from './paths.js';
 import { ensureIdentity, readIdentity } from './secrets/identity.js';
@@ -84,6 +84,7 @@ const EMPTY: TreeReader = { list: async () => null, read: async () => null, fold
 /** Run one pass for an enrolled host. */
 export async function reconcile(host: Host, opts: { heartbeatMs: number }): Promise<PassResult> {
   if (host.store.fresh) throw storeLost(host);
+  const resumed = await continueFromLocal(host.repo, host.store, host.config);
   await ensureIdentity(host.paths, host.ctx);
   const { commit: tip, disconnected, next } = await contact(host);
   const gate = await trustStage(host, tip);
@@ -99,6 +100,7 @@ export async function reconcile(host: Host, opts: { heartbeatMs: number }): Prom
     if (body.digest === null && body.errors.some((e) => e.code === 'E_INVALID')) body = await keepLastGood(host, commit, body);
   }
   body = sealed(gate, body);
+  if (resumed) body = { ...body, errors: [...body.errors, resumed] };
   const recovered = host.repo.recovered(); // the local git cache was unreadable and started afresh (fleet/cache.ts)
   if (recovered) body = { ...body, errors: [...body.errors, { code: 'E_GIT_CACHE', message: recovered }] };
   if (commit !== null && (body.outcome === 'applied' || body.outcome === 'unverified' || body.outcome === 'retired')) {

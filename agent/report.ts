@@ -123,21 +123,47 @@ export async function continueFromServer(repo: FleetRepo, store: Store, config: 
   const [status, sig] = [await tree.read(STATUS_FILE), await tree.read(SIGNATURE_FILE)];
   const theirs = ownReport(config, status, sig);
   if (typeof theirs === 'string') throw foreignTip(config.node, tip, theirs);
-  const last = store.data.report.sequence;
-  const restored = theirs.sequence >= last;
-  // An older store lacks what mesh took over after its copy was made: tracked again from the server's report, so that un-declaring it removes it.
-  const retaken = restored ? trackAgain(store, theirs.owned) : 0;
+  const restored = theirs.sequence >= store.data.report.sequence;
   // The store first: a crash before the branch moves leaves a report that the next push refuses again, and this runs again.
-  // contentHash: unknown, so that the next report is a real one (it carries the line), never a heartbeat.
-  store.data.report = { sequence: theirs.sequence, hash: sha256(status!), contentHash: null, at: theirs.observedAt, pushed: true };
-  store.save('report continued from the server');
+  const tracked = continueStore(store, theirs, status!, true, restored);
   await repo.point(ref, tip);
   const made = `report #${theirs.sequence}, made at ${theirs.observedAt}`;
-  const tracked = retaken ? `, and from its owned set (${retaken} resource${retaken === 1 ? '' : 's'} the older copy did not know mesh had made or taken over)` : '';
   const message = restored
     ? `the server's report branch was ahead of this machine's (${made}): the state folder was likely restored from an older copy; continuing from it${tracked}`
     : `the server's report branch holds a report that is not in this machine's history (${made}): this machine's git cache, or the server, was likely replaced or restored from an older copy; continuing from it`;
   return { code: 'E_REPORT_BRANCH_AHEAD', message: message + secondCopy(paths, config.node, now) };
+}
+
+/**
+ * The local report branch holds a later report of this host than the store knows: a pass stopped
+ * between committing its report and recording it, or the store alone was restored from an older
+ * copy (a backup that left the git cache out, or a store file put back by hand). The store continues from that report, its owned set included, before the pass applies
+ * anything; the line returned says so in the pass's report. Null when the store is not behind.
+ */
+export async function continueFromLocal(repo: FleetRepo, store: Store, config: HostConfig): Promise<ReportLine | null> {
+  const tip = await repo.local(reportRef(config.node));
+  if (tip === null) return null;
+  const tree = repo.tree(tip);
+  const status = await tree.read(STATUS_FILE);
+  if (status === null || sha256(status) === store.data.report.hash) return null;
+  const theirs = ownReport(config, status, await tree.read(SIGNATURE_FILE));
+  if (typeof theirs === 'string' || theirs.sequence <= store.data.report.sequence) return null;
+  const tracked = continueStore(store, theirs, status, false, true);
+  const message = `this machine's store was behind its own report branch (report #${theirs.sequence}, made at ${theirs.observedAt}): a pass stopped before its store recorded that report, or the store was restored from an older copy; continuing from that report${tracked}`;
+  return { code: 'E_STORE_BEHIND', message };
+}
+
+/**
+ * Continue the store's chain from `theirs` (this host's own report, text `status`), and when it is
+ * newer than the store (`newer`), from its owned set too: what the older store lacks is tracked again
+ * (trackAgain), so that un-declaring it removes it. Returns the words for the report's line.
+ */
+function continueStore(store: Store, theirs: Report, status: string, pushed: boolean, newer: boolean): string {
+  const retaken = newer ? trackAgain(store, theirs.owned) : 0;
+  // contentHash: unknown, so that the next report is a real one (it carries the line), never a heartbeat.
+  store.data.report = { sequence: theirs.sequence, hash: sha256(status), contentHash: null, at: theirs.observedAt, pushed };
+  store.save('report chain continued');
+  return retaken ? `, and from its owned set (${retaken} resource${retaken === 1 ? '' : 's'} the older copy did not know mesh had made or taken over)` : '';
 }
 
 /** Where the time of the last continuation is kept (a hint beside the store: lost, the next one is taken for the first). */

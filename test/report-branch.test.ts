@@ -7,7 +7,7 @@
  * overwritten, and the host says so instead of blaming the network.
  */
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cli, createFleet, git, hostCmd, signingKey, type TestFleet } from './helpers/fleet.js';
@@ -139,6 +139,35 @@ describe('a state folder restored from an older copy', { timeout: 120_000 }, () 
     expect(named[0]).toContain(`another machine holds this machine's node key and reports as web-6 (a copy of its disk, running elsewhere), and the two push over each other's reports. Stop the copy, or give it a name of its own: on it, move ${join(root, 'etc/mesh-host')} and ${join(root, 'var/lib/mesh-host')} away`);
     expect(await row('web-6')).toMatchObject({ sequence: 6, signature: 'valid', chain: 'ok' });
     rmSync(copy, { recursive: true, force: true });
+  });
+
+  it('a store restored alone (its git cache kept) continues from its own report branch before the pass applies: the chain stays whole, and what mesh made since stays its own', async () => {
+    const root = await fleet.enrol('web-7');
+    await fleet.commit(motd('web-7', 'one'), 'web-7: one');
+    expect((await pass(root)).body).toMatchObject({ sequence: 2, delivery: 'pushed' });
+    const aside = join(fleet.dir, 'web-7.store');
+    const storeFiles = () => readdirSync(stateDir(root)).filter((f) => f.startsWith('store'));
+    mkdirSync(aside);
+    for (const f of storeFiles()) cpSync(join(stateDir(root), f), join(aside, f));
+    await fleet.commit({ 'nodes/web-7/extra.yaml': 'resources:\n  - type: file\n    path: /etc/extra.conf\n    content: "made by mesh\\n"\n' }, 'web-7: extra');
+    expect((await pass(root)).body).toMatchObject({ sequence: 3, outcome: 'applied', delivery: 'pushed' });
+
+    for (const f of storeFiles()) rmSync(join(stateDir(root), f));
+    for (const f of readdirSync(aside)) cpSync(join(aside, f), join(stateDir(root), f));
+    const resumed = await pass(root);
+    expect(resumed.code, resumed.stderr + resumed.stdout).toBe(0);
+    expect(resumed.body).toMatchObject({ sequence: 4, outcome: 'applied', delivery: 'pushed' });
+    expect(resumed.body!.errors).toEqual([{
+      code: 'E_STORE_BEHIND',
+      message: expect.stringMatching(/^this machine's store was behind its own report branch \(report #3, made at \S+\): a pass stopped before its store recorded that report, or the store was restored from an older copy; continuing from that report, and from its owned set \(1 resource the older copy did not know mesh had made or taken over\)$/),
+    }]);
+    expect(await row('web-7')).toMatchObject({ sequence: 4, signature: 'valid', chain: 'ok' });
+
+    await fleet.commit({ 'nodes/web-7/extra.yaml': null }, 'web-7: no extra');
+    const removed = await pass(root);
+    expect((removed.body as unknown as { resources: Array<{ id: string; result: string }> }).resources).toContainEqual(expect.objectContaining({ id: 'file:/etc/extra.conf', result: 'removed' }));
+    expect(existsSync(join(root, 'etc/extra.conf'))).toBe(false);
+    expect((await pass(root)).body).toMatchObject({ errors: [] });
   });
 
   it('a git cache deleted by hand: the next pass continues from the server\'s branch, not from a new root', async () => {
