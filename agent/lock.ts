@@ -28,8 +28,8 @@ export function acquireLock(paths: HostPaths): () => void {
   mkdirSync(dirname(paths.lock), { recursive: true });
   const me: Holder = { pid: process.pid, start: startTime(process.pid) ?? '?' };
   const tmp = `${paths.lock}.${process.pid}.tmp`;
-  writeFileSync(tmp, `${me.pid} ${me.start}\n`);
   try {
+    writeFileSync(tmp, `${me.pid} ${me.start}\n`); // inside: a write that fails (a full disk) leaves no empty tmp behind
     for (let attempt = 0; ; attempt++) {
       if (tryLink(tmp, paths.lock)) break;
       const holder = readHolder(paths.lock);

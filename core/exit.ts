@@ -5,7 +5,8 @@
  * A MeshError exits by its `next`: `human` 2 (a person must act), `retry` 3 (try again later),
  * `wait` 4 ("not there yet": what it needs, such as the fleet's main branch, does not exist
  * yet; running again once it does will work). A commander usage error exits 2 (commander has
- * already printed it); its help and version exit 0. Anything else is a bug: 70, with its stack.
+ * already printed it); its help and version exit 0. A full filesystem exits 3, a read-only one 2.
+ * Anything else is a bug: 70, with its stack.
  * Code 1 (something checked is not as it should be) is a result, set by the command itself,
  * never a thrown error; 69 is the host's probation exit, set by the upgrade path alone.
  */
@@ -39,8 +40,26 @@ export function exitOf(next: NextStep): number {
 export function ending(program: string, e: unknown): Ending {
   if (e instanceof MeshError) return { code: exitOf(e.next), message: `${program}: ${e.message}` };
   if (isCommanderError(e)) return { code: e.exitCode === 0 ? EXIT.done : EXIT.human, message: '' };
+  const machine = machineEnding(program, e);
+  if (machine) return machine;
   const stack = e instanceof Error && e.stack ? `\n${e.stack}` : '';
   return { code: EXIT.bug, message: `${program}: internal error (a bug; please report it): ${messageOf(e)}${stack}` };
+}
+
+/**
+ * A write the machine refused, not a bug: a full filesystem (retry, once there is space) or a
+ * read-only one (a person must act). Both programs write only through crash-safe steps, so a
+ * run stopped here is one stopped at any other point. Null for any other error.
+ */
+function machineEnding(program: string, e: unknown): Ending | null {
+  const { code, path } = (e ?? {}) as { code?: unknown; path?: unknown };
+  if (!(e instanceof Error)) return null;
+  const where = typeof path === 'string' ? ` (${path})` : '';
+  if (code === 'ENOSPC' || code === 'EDQUOT') {
+    return { code: EXIT.retry, message: `${program}: the filesystem it was writing to is full${where}: ${e.message}. Free space there ('df' shows which filesystem is full), then run it again` };
+  }
+  if (code === 'EROFS') return { code: EXIT.human, message: `${program}: the filesystem it was writing to is read-only${where}: ${e.message}. Make it writable, then run it again` };
+  return null;
 }
 
 /**

@@ -112,6 +112,14 @@ describe('mesh-host', () => {
 });
 
 describe('the mapping from a thrown value to a message and an exit code', () => {
+  it('maps a full filesystem to 3 (try again once there is space) and a read-only one to 2, naming it, not to a bug', () => {
+    const full = Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC', syscall: 'write' });
+    expect(ending('mesh-host', full)).toEqual({ code: 3, message: "mesh-host: the filesystem it was writing to is full: ENOSPC: no space left on device, write. Free space there ('df' shows which filesystem is full), then run it again" });
+    const readOnly = Object.assign(new Error("EROFS: read-only file system, open '/var/lib/mesh-host/lock.1.tmp'"), { code: 'EROFS', path: '/var/lib/mesh-host/lock.1.tmp' });
+    expect(ending('mesh-host', readOnly)).toEqual({ code: 2, message: "mesh-host: the filesystem it was writing to is read-only (/var/lib/mesh-host/lock.1.tmp): EROFS: read-only file system, open '/var/lib/mesh-host/lock.1.tmp'. Make it writable, then run it again" });
+    expect(ending('mesh-cli', Object.assign(new Error('EACCES: permission denied'), { code: 'EACCES' })).code).toBe(70);
+  });
+
   it('maps a MeshError by its next step: human 2, retry 3, wait 4', () => {
     expect(ending('mesh-cli', new MeshError('E_X', 'fix the file'))).toEqual({ code: 2, message: 'mesh-cli: fix the file' });
     expect(ending('mesh-cli', new MeshError('E_X', 'server down', { next: 'retry' }))).toEqual({ code: 3, message: 'mesh-cli: server down' });
