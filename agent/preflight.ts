@@ -1,8 +1,9 @@
 /**
  * Pre-flight: checks that need the whole declaration and the machine, made before anything
  * changes, so that bad input applies nothing. A file owned by a user nobody declares, or one this
- * pass deletes, fails the pass with every problem named by its resource (what the declaration alone
- * shows, such as two resources at one place, is refused when it renders). It also orders the pass: a resource's dependencies go first, like Puppet's autorequire.
+ * pass deletes, fails the pass with every problem named by its resource (what the declaration
+ * alone shows, such as two resources at one place, is refused when it renders). It also orders
+ * the pass: a resource's dependencies go first, like Puppet's autorequire.
  * What a resource needs (the accounts it names, the files it watches) its handler says (`needs`).
  */
 import type { Resource } from '../schema/declaration.js';

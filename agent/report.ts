@@ -137,8 +137,9 @@ export async function continueFromServer(repo: FleetRepo, store: Store, config: 
 /**
  * The local report branch holds a later report of this host than the store knows: a pass stopped
  * between committing its report and recording it, or the store alone was restored from an older
- * copy (a backup that left the git cache out, or a store file put back by hand). The store continues from that report, its owned set included, before the pass applies
- * anything; the line returned says so in the pass's report. Null when the store is not behind.
+ * copy (a backup that left the git cache out, or a store file put back by hand). The store
+ * continues from that report, its owned set included, before the pass applies anything; the line
+ * returned says so in the pass's report. Null when the store is not behind.
  */
 export async function continueFromLocal(repo: FleetRepo, store: Store, config: HostConfig): Promise<ReportLine | null> {
   const tip = await repo.local(reportRef(config.node));

@@ -47,13 +47,13 @@ export function ending(program: string, e: unknown): Ending {
 }
 
 /**
- * A write the machine refused, not a bug: a full filesystem (retry, once there is space) or a
- * read-only one (a person must act). Both programs write only through crash-safe steps, so a
- * run stopped here is one stopped at any other point. Null for any other error.
+ * A write the machine refused, which is no bug of ours: a full filesystem (try again once there is
+ * space) or a read-only one (a person must act). The host's writes are crash-safe, so its run
+ * stopped here is one stopped at any other point. Null for any other error.
  */
 function machineEnding(program: string, e: unknown): Ending | null {
-  const { code, path } = (e ?? {}) as { code?: unknown; path?: unknown };
   if (!(e instanceof Error)) return null;
+  const { code, path } = e as { code?: unknown; path?: unknown };
   const where = typeof path === 'string' ? ` (${path})` : '';
   if (code === 'ENOSPC' || code === 'EDQUOT') {
     return { code: EXIT.retry, message: `${program}: the filesystem it was writing to is full${where}: ${e.message}. Free space there ('df' shows which filesystem is full), then run it again` };

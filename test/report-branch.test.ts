@@ -128,8 +128,8 @@ describe('a state folder restored from an older copy', { timeout: 120_000 }, () 
     expect((await pass(root)).body).toMatchObject({ sequence: 2, delivery: 'pushed' });
     const copy = `${root}-copy`;
     cpSync(root, copy, { recursive: true });
-    expect((await pass(copy)).body).toMatchObject({ sequence: 3, delivery: 'pushed', errors: [] });
     // Each pass has nothing new to say: its heartbeat (due at once here) is what meets the other's.
+    expect((await pass(copy, '--heartbeat', '1ms')).body).toMatchObject({ sequence: 3, delivery: 'pushed', errors: [] });
     const lines = async (r: string) => (await pass(r, '--heartbeat', '1ms')).body!.errors.map((e) => e.message);
     // Each one's first continuation reads as a restore; the original's second one names what it is.
     expect(await lines(root)).toEqual([expect.stringMatching(/state folder was likely restored from an older copy; continuing from it$/)]);
