@@ -3,8 +3,8 @@
  * of the files mesh-cli writes, and one `git cat-file --batch` for reading many blobs at once.
  */
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { MeshError } from '../core/errors.js';
+import { dirname, join, relative, sep } from 'node:path';
+import { MeshError, messageOf } from '../core/errors.js';
 import { MeshConfig } from '../schema/fleet.js';
 import { loadYamlOrThrow } from '../core/load.js';
 import { git, spawnGit } from './git.js';
@@ -50,22 +50,49 @@ export async function commitPaths(dir: string, paths: string[], message: string)
 
 /**
  * Make `change` to `paths` (absolute paths of files in the checkout at `dir`; `change` writes or
- * removes them) and commit them alone with `message`. When the commit fails (the signing key not at
- * hand, a hook that refused it), each file is put back as it was and unstaged, so that the same
- * command run again starts from where this one did (a token issued again is not one generation on).
+ * removes them) and commit them alone with `message`, then `settle` what must follow the commit
+ * (a token's file). When the commit fails (the signing key not at hand, a hook that refused it), or
+ * `settle` does, the commit is taken back and each file put back as it was and unstaged, so that the
+ * same command run again starts from where this one did (a token issued again is not one generation on).
  */
-export async function commitChange(dir: string, paths: string[], message: string, change: () => void): Promise<string> {
-  const before = paths.map((path) => [path, existsSync(path) ? readFileSync(path) : null] as const);
+export async function commitChange(dir: string, paths: string[], message: string, change: () => void, settle?: (commit: string) => void): Promise<string> {
+  const before = paths.map((path) => [path, existsSync(path) ? readFileSync(path) : null, newFolder(dir, path)] as const);
+  let commit: string | null = null;
   try {
     change();
-    return await commitPaths(dir, paths, message);
+    commit = await commitPaths(dir, paths, message);
+    settle?.(commit);
+    return commit;
   } catch (e) {
-    for (const [path, bytes] of before) {
-      if (bytes === null) rmSync(path, { force: true });
-      else writeFileSync(path, bytes);
+    if (commit !== null) await takeBack(dir, commit, e);
+    for (const [path, bytes, folder] of before) {
+      if (bytes !== null) writeFileSync(path, bytes);
+      else rmSync(folder ?? path, { recursive: true, force: true });
     }
     await git(dir, ['reset', '--quiet', '--', ...paths]).catch(() => undefined);
     throw e;
+  }
+}
+
+/** The outermost folder on the way from `dir` to `path` that does not exist yet (a new node's), or null. */
+function newFolder(dir: string, path: string): string | null {
+  const steps = relative(dir, dirname(path)).split(sep);
+  for (let i = 1; i <= steps.length; i++) {
+    const folder = join(dir, ...steps.slice(0, i));
+    if (!existsSync(folder)) return folder;
+  }
+  return null;
+}
+
+/**
+ * Take back `commit` (the checkout's HEAD, just made) when what had to follow it failed with `e`;
+ * its files are put back by the caller. When git cannot, say which commit is left to undo by hand.
+ */
+async function takeBack(dir: string, commit: string, e: unknown): Promise<void> {
+  try {
+    await git(dir, ['reset', '--quiet', '--soft', `${commit}~1`]);
+  } catch (undo) {
+    throw new MeshError('E_COMMIT_KEPT', `${messageOf(e)}; and taking back its commit ${commit.slice(0, 12)} failed (${messageOf(undo)}): run 'git reset --keep HEAD~1' in ${dir} before anything is pushed`, { cause: e });
   }
 }
 

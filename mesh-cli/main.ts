@@ -77,11 +77,10 @@ function tokenCommand(program: Command): void {
     .option('--group <path>', 'a new node goes in nodes/PATH/NODE/ (PATH: group names joined by /, e.g. web/eu); an existing node must already be there')
     .option('--mirror <url>', 'a read mirror of the fleet URL (repeatable, in order): the host polls and fetches main from the first that answers and pushes its reports to the fleet URL', (url: string, all: string[]) => [...all, url], [] as string[])
     .action(async (node: string, o: { out?: string; url?: string; expires: number; json?: boolean; credential: boolean; group?: string; mirror: string[] }) => {
-      const { checkIssueOptions, issueToken, longLifeNote, writeTokenFile } = await import('./commands/token.js');
+      const { checkIssueOptions, issueToken, longLifeNote } = await import('./commands/token.js');
       checkIssueOptions({ out: o.out, expiresMs: o.expires });
       const fleet = await openFleet(process.cwd());
-      const issued = await issueToken(fleet, node, { url: o.url, expiresMs: o.expires, now: new Date(), credential: o.credential, group: o.group, mirrors: o.mirror });
-      if (o.out) writeTokenFile(o.out, issued.text);
+      const issued = await issueToken(fleet, node, { url: o.url, expiresMs: o.expires, now: new Date(), credential: o.credential, group: o.group, mirrors: o.mirror, out: o.out });
       if (o.json) console.log(JSON.stringify({ node, generation: issued.token.generation, expires: issued.token.expires, commit: issued.commit, out: o.out ?? null, ...(o.out ? {} : { token: issued.text }) }));
       else if (!o.out) process.stdout.write(issued.text);
       console.error(`token for ${node} generation ${issued.token.generation} committed as ${issued.commit.slice(0, 12)}${o.out ? `, written to ${o.out}` : ''}; push it (git push) to make it valid`);

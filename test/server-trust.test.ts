@@ -7,17 +7,19 @@
  * signing key), or with the node credential a token carries.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
-import { cli, createFleet, git, gitIn, hostCmd, newMachine, signingKey, type TestFleet } from './helpers/fleet.js';
+import { cli, createFleet, git, gitIn, hostCmd, MESH_CLI, newMachine, runProgram, signingKey, type TestFleet } from './helpers/fleet.js';
+import { tempDirs } from './helpers/tmp.js';
 import { tokenCheck } from '../core/token-check.js';
 import { TokenFile } from '../schema/token.js';
 
 const sha256 = (text: string) => createHash('sha256').update(text, 'utf8').digest('hex');
 const as = (name: string) => ['-c', `user.name=${name}`, '-c', `user.email=${name}@example.org`];
 const unsigned = [...as('mallory'), '-c', 'commit.gpgsign=false'];
+const tempDir = tempDirs();
 
 let fleet: TestFleet;
 let attacker: string;
@@ -221,6 +223,42 @@ describe('token issue refuses reserved node names', { timeout: 60_000 }, () => {
     expect(long.code, long.stderr).toBe(0);
     expect(long.stderr).toContain('note: this token is valid for 90 days; it is a secret carried by hand');
     await git(fleet.checkout, 'reset', '--quiet', '--hard', head);
+  });
+
+  it('writes the token before its commit: a disk too full for it commits nothing (exit 3), and leaves no part of it behind', async () => {
+    const head = await git(fleet.checkout, 'rev-parse', 'HEAD');
+    const full = tempDir('mesh-full-');
+    // A filesystem of its own, filled, in a mount namespace that ends with the command.
+    const script = `mount -t tmpfs -o size=64k tmpfs "$1" && { head -c 1M /dev/zero > "$1/fill" 2>/dev/null; node "$2" token issue late-2 --out "$1/late-2.token"; code=$?; rm "$1/fill"; ls -A "$1"; exit $code; }`;
+    const r = await runProgram('unshare', ['--mount', 'sh', '-c', script, 'sh', full, MESH_CLI], fleet.checkout);
+    expect(r.code, r.stderr).toBe(3);
+    expect(r.stderr.trim()).toBe(`mesh-cli: cannot write the token to ${full}/late-2.token: ENOSPC: no space left on device, write: free space there, then issue it again; nothing was committed`);
+    expect(r.stdout).toBe(''); // nothing left in the folder: no token, no part of one
+    expect(await git(fleet.checkout, 'rev-parse', 'HEAD')).toBe(head);
+    expect(await git(fleet.checkout, 'status', '--porcelain')).toBe('');
+  });
+
+  it('takes its commit back when the token cannot take its name after it', async () => {
+    const head = await git(fleet.checkout, 'rev-parse', 'HEAD');
+    const out = join(fleet.dir, 'late-3.token');
+    // A hook that takes the token's name between the commit and the token's link to it.
+    const hooks = tempDir('mesh-hooks-');
+    writeFileSync(join(hooks, 'post-commit'), `#!/bin/sh\necho someone else > '${out}'\n`, { mode: 0o755 });
+    const hooksPath = (await gitIn(fleet.checkout, 'config', '--get', 'core.hooksPath')).stdout.trim();
+    await git(fleet.checkout, 'config', 'core.hooksPath', hooks);
+    try {
+      const r = await cli(fleet.checkout, 'token', 'issue', 'late-3', '--out', out);
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr.trim()).toMatch(new RegExp(`^mesh-cli: cannot write the token to ${out}: EEXIST: file already exists, link '${fleet.dir}/\\.late-3\\.token\\.\\d+\\.partial' -> '${out}'; its commit is taken back$`));
+    } finally {
+      if (hooksPath) await git(fleet.checkout, 'config', 'core.hooksPath', hooksPath);
+      else await git(fleet.checkout, 'config', '--unset', 'core.hooksPath');
+    }
+    expect(readFileSync(out, 'utf8')).toBe('someone else\n');
+    expect(readdirSync(fleet.dir).filter((f) => f.endsWith('.partial'))).toEqual([]);
+    expect(await git(fleet.checkout, 'rev-parse', 'HEAD')).toBe(head);
+    expect(await git(fleet.checkout, 'status', '--porcelain')).toBe('');
+    expect(existsSync(join(fleet.checkout, 'nodes', 'late-3'))).toBe(false);
   });
 });
 

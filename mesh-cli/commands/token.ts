@@ -12,8 +12,8 @@
  * the repository checks (docs/servers.md). A new token replaces the credential, and with it
  * revokes the old one on the embedded server as soon as the commit is pushed.
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { closeSync, existsSync, fsyncSync, linkSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import { stringify } from 'yaml';
 import { MeshError } from '../../core/errors.js';
 import { encodePrivateKey, generateKeyPair, sshPublicKey } from '../../core/sign/sshsig.js';
@@ -46,7 +46,7 @@ export interface IssuedToken {
 }
 
 /** Issue a token for `node` in `fleet`: a new node goes in the group `group` (a path of group names, e.g. web/eu), an existing one stays where it is. */
-export async function issueToken(fleet: Fleet, node: string, opts: { url?: string; expiresMs: number; now: Date; credential?: boolean; group?: string; mirrors?: string[] }): Promise<IssuedToken> {
+export async function issueToken(fleet: Fleet, node: string, opts: { url?: string; expiresMs: number; now: Date; credential?: boolean; group?: string; mirrors?: string[]; out?: string }): Promise<IssuedToken> {
   if (!NODE_NAME.test(node)) throw new MeshError('E_BAD_NODE', `'${node}' is not a valid node name: use lower-case letters, digits and -, at most 63 characters`);
   if (RESERVED_NODE_NAMES.includes(node)) {
     throw new MeshError('E_RESERVED_NODE', `'${node}' is a reserved name (${RESERVED_NODE_NAMES.join(', ')}): a node so named could never log in to the fleet server or would be mistaken for a branch or a route of it; choose another name`);
@@ -70,7 +70,6 @@ export async function issueToken(fleet: Fleet, node: string, opts: { url?: strin
   };
   const shards = fleet.config.reports?.shards;
   const reports = shards ? withoutCredentials(shards[shardOf(node, shards.length)]!) : null;
-  const commit = await commitChange(fleet.dir, [identityFile(fleet, dir)], `token: issue ${node} generation ${identity.generation}`, () => writeIdentity(fleet, identity, 'token issue', dir));
   const token: TokenFile = {
     kind: 'mesh-token',
     version: 1,
@@ -90,8 +89,72 @@ export async function issueToken(fleet: Fleet, node: string, opts: { url?: strin
   // The check goes second in the file (after kind and version): a file cut short anywhere below loses fields it covers.
   const { kind, version, ...fields } = token;
   const checked: TokenFile = { kind, version, check: tokenCheck(TokenFile.parse(token)), ...fields };
-  const text = `# mesh enrolment token for ${node}: carry it to the machine and run\n#   mesh-host enrol --token-file FILE\n# It holds secrets (the token key${password ? " and the node's git credential" : ''}): keep it private and delete it once used.\n# It is shown once, expires ${expires}, and is valid once the commit ${commit.slice(0, 12)} is pushed${reports ? ` and main is synced to its report shard ${reports} (mesh-cli mirror sync)` : ''}.\n${stringify(checked)}`;
-  return { token: checked, text, commit };
+  const head = `# mesh enrolment token for ${node}: carry it to the machine and run\n#   mesh-host enrol --token-file FILE\n# It holds secrets (the token key${password ? " and the node's git credential" : ''}): keep it private and delete it once used.\n# It is shown once, expires ${expires}, and is valid once the commit `;
+  const tail = ` is pushed${reports ? ` and main is synced to its report shard ${reports} (mesh-cli mirror sync)` : ''}.\n${stringify(checked)}`;
+  // With --out the file is written before the commit (a disk too full for it commits nothing), the commit's id put in its place after.
+  const staged = opts.out === undefined ? null : stageTokenFile(opts.out, head, tail);
+  const change = () => writeIdentity(fleet, identity, 'token issue', dir);
+  let commit: string;
+  try {
+    commit = await commitChange(fleet.dir, [identityFile(fleet, dir)], `token: issue ${node} generation ${identity.generation}`, change, (id) => staged?.settle(id));
+  } catch (e) {
+    staged?.discard();
+    throw e;
+  }
+  return { token: checked, text: `${head}${commit.slice(0, 12)}${tail}`, commit };
+}
+
+/** A token file written beside its name, to take the name once the commit that issues it exists. */
+interface StagedTokenFile {
+  /** Put the commit's id in its place, sync, and give the file its name (refusing one taken meanwhile). */
+  settle(commit: string): void;
+  /** Remove the file: nothing was issued. */
+  discard(): void;
+}
+
+/**
+ * Write the token's text to a hidden file beside `out` (mode 0600) and sync it, with the commit's
+ * 12 characters left blank between `head` and `tail`: filling them in later rewrites bytes already
+ * written, which needs no new space. A failure here is before the commit: nothing is issued.
+ */
+function stageTokenFile(out: string, head: string, tail: string): StagedTokenFile {
+  const partial = join(dirname(out), `.${basename(out)}.${process.pid}.partial`);
+  const at = Buffer.byteLength(head);
+  let fd: number | null = null;
+  const discard = () => {
+    if (fd !== null) closeSync(fd);
+    fd = null;
+    rmSync(partial, { force: true });
+  };
+  const refused = (e: unknown, after: string) => {
+    const code = (e as { code?: unknown }).code;
+    const full = code === 'ENOSPC' || code === 'EDQUOT';
+    return new MeshError('E_TOKEN_OUT', `cannot write the token to ${out}: ${(e as Error).message}${full ? ': free space there, then issue it again' : ''}; ${after}`, { next: full ? 'retry' : 'human', cause: e });
+  };
+  try {
+    fd = openSync(partial, 'wx', 0o600);
+    writeSync(fd, `${head}${' '.repeat(12)}${tail}`);
+    fsyncSync(fd);
+  } catch (e) {
+    discard();
+    throw refused(e, 'nothing was committed');
+  }
+  return {
+    settle(commit) {
+      try {
+        writeSync(fd!, commit.slice(0, 12), at);
+        fsyncSync(fd!);
+        closeSync(fd!);
+        fd = null;
+        linkSync(partial, out);
+      } catch (e) {
+        discard();
+        throw refused(e, 'its commit is taken back');
+      }
+      rmSync(partial, { force: true });
+    },
+    discard,
+  };
 }
 
 /** `url` without a user name or password in it: the operator's credential never goes into a token. */
@@ -189,15 +252,6 @@ export function checkIssueOptions(o: { out?: string; expiresMs: number }): void 
 export function longLifeNote(expiresMs: number): string | null {
   const days = expiresMs / 86_400_000;
   return days > 30 ? `note: this token is valid for ${Math.round(days)} days; it is a secret carried by hand, so a life of hours (the default is 24h) limits what a copy left behind can do` : null;
-}
-
-/** Write the token to `out` with mode 0600, refusing to overwrite. */
-export function writeTokenFile(out: string, text: string): void {
-  try {
-    writeFileSync(out, text, { mode: 0o600, flag: 'wx' });
-  } catch (e) {
-    throw new MeshError('E_TOKEN_OUT', `cannot write the token to ${out}: ${(e as Error).message}`);
-  }
 }
 
 /**
