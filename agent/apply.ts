@@ -194,7 +194,22 @@ function unmet(step: Step, broken: Map<string, ResourceResult['result']>, paths:
 }
 
 function failedLine(step: Step, e: unknown): ResourceResult {
-  return { id: step.id, result: 'failed', ...(step.action === 'change' ? { changes: step.changes } : {}), error: messageOf(e) };
+  return { id: step.id, result: 'failed', ...(step.action === 'change' ? { changes: step.changes } : {}), error: refusedByMachine(step, e) ?? messageOf(e) };
+}
+
+/**
+ * A write the machine refused for one resource (its filesystem full, over quota or read-only),
+ * said of the resource's path and what to do, rather than in Node's words about a temporary file
+ * beside it. Null for any other error.
+ */
+function refusedByMachine(step: Step, e: unknown): string | null {
+  const { code, syscall } = (e ?? {}) as { code?: unknown; syscall?: unknown };
+  const state = code === 'ENOSPC' ? 'is full' : code === 'EDQUOT' ? 'is over its disk quota' : code === 'EROFS' ? 'is read-only' : null;
+  const resource: Record<string, unknown> = step.action === 'remove' ? step.record.resource : step.resource;
+  const path = resource.path;
+  if (state === null || typeof path !== 'string') return null;
+  const todo = code === 'EROFS' ? `make it writable, or declare ${path} where this machine allows writes` : "free space there ('df' names it)";
+  return `the filesystem holding ${path} ${state} (${String(code)}${typeof syscall === 'string' ? ` at ${syscall}` : ''}): ${todo}; the next pass tries again`;
 }
 
 /**

@@ -14,7 +14,7 @@ import { ending, EXIT } from '../core/exit.js';
 import { MeshError } from '../core/errors.js';
 import { onceExit } from '../agent/commands/run.js';
 import type { PassResult } from '../agent/reconcile.js';
-import { cli, git, hostCmd, newMachine, signingKey } from './helpers/fleet.js';
+import { cli, git, hostCmd, MESH_HOST, newMachine, runProgram, signingKey } from './helpers/fleet.js';
 import { tempDirs } from './helpers/tmp.js';
 
 const tempDir = tempDirs();
@@ -108,6 +108,30 @@ describe('mesh-host', () => {
     expect(r.stderr.split('\n')[0]).toBe("error: unknown option '--no-such-option'");
     const busy = await hostCmd(tempDir('mesh-exit-host-'), 'run', '--interval', '0');
     expect([busy.code, busy.stderr]).toEqual([2, 'mesh-host: --interval 0 would poll the fleet server without a pause: give a time between passes, such as 30s (the default is 60s)\n']);
+  });
+});
+
+describe("a resource the machine refuses to write fails alone, said of the resource's path", () => {
+  it('a read-only /etc and a full /srv: each resource there fails with what to do, the rest applies, exit 1', async () => {
+    const root = newMachine(join(tempDir('mesh-exit-refused-'), 'root'));
+    const bundle = join(root, '..', 'bundle');
+    mkdirSync(join(root, 'srv'), { recursive: true });
+    mkdirSync(bundle);
+    writeFileSync(join(root, 'etc/motd'), 'old\n');
+    const file = (path: string, content: string) => `  - type: file\n    path: ${path}\n    content: "${content}"\n`;
+    writeFileSync(join(bundle, 'base.yaml'), `resources:\n${file('/etc/motd', 'hello')}${file('/srv/big', 'x'.repeat(20_000))}${file('/opt/ok', 'ok')}`);
+    // In a mount namespace of its own: /etc bound read-only onto itself, /srv a filled tmpfs.
+    const script = 'mount --bind "$1/etc" "$1/etc" && mount -o remount,bind,ro "$1/etc" && mount -t tmpfs -o size=64k tmpfs "$1/srv" && { head -c 1M /dev/zero > "$1/srv/fill" 2>/dev/null; exec node "$2" apply --bundle "$3" --json --root "$1"; }';
+    const r = await runProgram('unshare', ['--mount', 'sh', '-c', script, 'sh', root, MESH_HOST, bundle], root);
+    expect(r.code, r.stderr).toBe(1);
+    const lines = (JSON.parse(r.stdout) as { resources: Array<{ id: string; result: string; error?: string }> }).resources;
+    expect(lines.map((l) => [l.id, l.result, l.error])).toEqual([
+      ['file:/etc/motd', 'failed', 'the filesystem holding /etc/motd is read-only (EROFS at open): make it writable, or declare /etc/motd where this machine allows writes; the next pass tries again'],
+      ['file:/srv/big', 'failed', "the filesystem holding /srv/big is full (ENOSPC at write): free space there ('df' names it); the next pass tries again"],
+      ['file:/opt/ok', 'created', undefined],
+    ]);
+    expect(readFileSync(join(root, 'etc/motd'), 'utf8')).toBe('old\n');
+    expect(readFileSync(join(root, 'opt/ok'), 'utf8')).toBe('ok');
   });
 });
 
