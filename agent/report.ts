@@ -142,16 +142,36 @@ export async function continueFromServer(repo: FleetRepo, store: Store, config: 
  * returned says so in the pass's report. Null when the store is not behind.
  */
 export async function continueFromLocal(repo: FleetRepo, store: Store, config: HostConfig): Promise<ReportLine | null> {
+  const ahead = await localReportAhead(repo, store, config);
+  if (ahead === null) return null;
+  const tracked = continueStore(store, ahead.report, ahead.status, false, true);
+  const message = `this machine's store was behind its own report branch (report #${ahead.report.sequence}, made at ${ahead.report.observedAt}): a pass stopped before its store recorded that report, or the store was restored from an older copy; continuing from that report${tracked}`;
+  return { code: 'E_STORE_BEHIND', message };
+}
+
+/**
+ * What `--noop` says when the store is behind its local report branch (continueFromLocal): a pass
+ * would first continue from that report, and --noop, which writes nothing, plans from the store as
+ * it is. Null when the store is not behind.
+ */
+export async function storeBehindNote(repo: FleetRepo, store: Store, config: HostConfig): Promise<string | null> {
+  const ahead = await localReportAhead(repo, store, config);
+  if (ahead === null) return null;
+  const lacking = ahead.report.owned.filter((r) => !store.owned(r.id)).map((r) => r.id);
+  const owned = lacking.length === 0 ? '' : `, and from its owned set, which lists what the store does not (${lacking.slice(0, 5).join(', ')}${lacking.length > 5 ? ` and ${lacking.length - 5} more` : ''}: planned here as if found on this machine, a pass would own them as made by mesh)`;
+  return `this machine's store is behind its own report branch (report #${ahead.report.sequence}, made at ${ahead.report.observedAt}): a pass would first continue from that report${owned}`;
+}
+
+/** This host's own report at the tip of its local report branch, when it is later than the store's: the store is behind. */
+async function localReportAhead(repo: FleetRepo, store: Store, config: HostConfig): Promise<{ report: Report; status: string } | null> {
   const tip = await repo.local(reportRef(config.node));
   if (tip === null) return null;
   const tree = repo.tree(tip);
   const status = await tree.read(STATUS_FILE);
   if (status === null || sha256(status) === store.data.report.hash) return null;
-  const theirs = ownReport(config, status, await tree.read(SIGNATURE_FILE));
-  if (typeof theirs === 'string' || theirs.sequence <= store.data.report.sequence) return null;
-  const tracked = continueStore(store, theirs, status, false, true);
-  const message = `this machine's store was behind its own report branch (report #${theirs.sequence}, made at ${theirs.observedAt}): a pass stopped before its store recorded that report, or the store was restored from an older copy; continuing from that report${tracked}`;
-  return { code: 'E_STORE_BEHIND', message };
+  const report = ownReport(config, status, await tree.read(SIGNATURE_FILE));
+  if (typeof report === 'string' || report.sequence <= store.data.report.sequence) return null;
+  return { report, status };
 }
 
 /**

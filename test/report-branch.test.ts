@@ -154,6 +154,13 @@ describe('a state folder restored from an older copy', { timeout: 120_000 }, () 
 
     for (const f of storeFiles()) rmSync(join(stateDir(root), f));
     for (const f of readdirSync(aside)) cpSync(join(aside, f), join(stateDir(root), f));
+    // --noop writes nothing, so it plans from the store as it is, and says what a pass would do first.
+    const stored = () => storeFiles().map((f) => readFileSync(join(stateDir(root), f), 'base64'));
+    const before = stored();
+    const planned = await hostCmd(root, 'run', '--once', '--noop');
+    expect(planned.code, planned.stderr).toBe(0);
+    expect(planned.stdout).toMatch(/\n {2}note: this machine's store is behind its own report branch \(report #3, made at \S+\): a pass would first continue from that report, and from its owned set, which lists what the store does not \(file:\/etc\/extra\.conf: planned here as if found on this machine, a pass would own them as made by mesh\)\n/);
+    expect(stored()).toEqual(before);
     const resumed = await pass(root);
     expect(resumed.code, resumed.stderr + resumed.stdout).toBe(0);
     expect(resumed.body).toMatchObject({ sequence: 4, outcome: 'applied', delivery: 'pushed' });

@@ -11,6 +11,7 @@ import { previewDeclaration, type Preview } from '../preview.js';
 import { assign, contact, settingsProblems } from '../reconcile.js';
 import type { HostContext } from '../resources/handler.js';
 import { trustStage } from '../trust/gate.js';
+import { storeBehindNote } from '../report.js';
 import { placed } from '../../core/errors.js';
 
 /** What --noop found: the commit a pass would apply, notes on why that one, and its plan (null when there is none to make). */
@@ -23,6 +24,8 @@ export interface NoopResult {
 export async function noopPass(hostCtx: HostContext, log: Logger): Promise<NoopResult> {
   const host = await openHost(hostCtx, log);
   const notes: string[] = [];
+  const behind = await storeBehindNote(host.repo, host.store, host.config);
+  if (behind) notes.push(behind);
   const { commit: tip, disconnected } = await contact(host, false);
   if (disconnected) notes.push(`fleet unreachable (${disconnected}): planned against the last fetched commit`);
   const gate = await trustStage(host, tip, false);
