@@ -18,7 +18,7 @@ import type { Resource } from '../schema/declaration.js';
 import { resourceId } from '../schema/resource-id.js';
 import type { OwnedRecord, ResourceResult } from '../schema/report.js';
 import { syncDeferredDirs } from './atomic.js';
-import { messageOf } from '../core/errors.js';
+import { machineRefusal, messageOf } from '../core/errors.js';
 import { crashNow } from './fault.js';
 import type { Step } from '../core/plan.js';
 import { declaredPaths, dependencyOrder, neededIds, preflight, type PreflightProblem } from './preflight.js';
@@ -204,7 +204,7 @@ function failedLine(step: Step, e: unknown): ResourceResult {
  */
 function refusedByMachine(step: Step, e: unknown): string | null {
   const { code, syscall } = (e ?? {}) as { code?: unknown; syscall?: unknown };
-  const state = code === 'ENOSPC' ? 'is full' : code === 'EDQUOT' ? 'is over its disk quota' : code === 'EROFS' ? 'is read-only' : null;
+  const state = machineRefusal(e);
   const resource: Record<string, unknown> = step.action === 'remove' ? step.record.resource : step.resource;
   const path = resource.path;
   if (state === null || typeof path !== 'string') return null;

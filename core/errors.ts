@@ -59,6 +59,12 @@ export function isMeshError(e: unknown): e is MeshError {
   return e instanceof MeshError;
 }
 
+/** Why the machine refused a write (`e`: its filesystem full, over quota or read-only), or null for any other error. */
+export function machineRefusal(e: unknown): 'is full' | 'is over its disk quota' | 'is read-only' | null {
+  const code = (e as { code?: unknown } | null)?.code;
+  return code === 'ENOSPC' ? 'is full' : code === 'EDQUOT' ? 'is over its disk quota' : code === 'EROFS' ? 'is read-only' : null;
+}
+
 /** The message of any thrown value, without a stack. */
 export function messageOf(e: unknown): string {
   return e instanceof Error ? e.message : String(e);

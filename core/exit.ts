@@ -11,7 +11,7 @@
  * never a thrown error; 69 is the host's probation exit, set by the upgrade path alone.
  */
 import type { Command } from 'commander';
-import { MeshError, messageOf, type NextStep } from './errors.js';
+import { machineRefusal, MeshError, messageOf, type NextStep } from './errors.js';
 
 export const EXIT = {
   done: 0,
@@ -53,13 +53,12 @@ export function ending(program: string, e: unknown): Ending {
  */
 function machineEnding(program: string, e: unknown): Ending | null {
   if (!(e instanceof Error)) return null;
-  const { code, path } = e as { code?: unknown; path?: unknown };
+  const refused = machineRefusal(e);
+  if (refused === null) return null;
+  const path = (e as { path?: unknown }).path;
   const where = typeof path === 'string' ? ` (${path})` : '';
-  if (code === 'ENOSPC' || code === 'EDQUOT') {
-    return { code: EXIT.retry, message: `${program}: the filesystem it was writing to is full${where}: ${e.message}. Free space there ('df' shows which filesystem is full), then run it again` };
-  }
-  if (code === 'EROFS') return { code: EXIT.human, message: `${program}: the filesystem it was writing to is read-only${where}: ${e.message}. Make it writable, then run it again` };
-  return null;
+  if (refused === 'is read-only') return { code: EXIT.human, message: `${program}: the filesystem it was writing to is read-only${where}: ${e.message}. Make it writable, then run it again` };
+  return { code: EXIT.retry, message: `${program}: the filesystem it was writing to is full${where}: ${e.message}. Free space there ('df' shows which filesystem is full), then run it again` };
 }
 
 /**

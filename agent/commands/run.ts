@@ -6,7 +6,7 @@
  * never comes back sooner than asked. A pass that fails for bad input is reported, not retried faster.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { MeshError, messageOf } from '../../core/errors.js';
+import { machineRefusal, MeshError, messageOf } from '../../core/errors.js';
 import { EXIT, exitOf } from '../../core/exit.js';
 import { openHost, type Host } from '../host.js';
 import type { Logger } from '../log.js';
@@ -58,6 +58,8 @@ export async function run(ctx: HostContext, log: Logger, opts: RunOptions, signa
     } catch (e) {
       if (opts.once) throw e;
       failures += 1;
+      const refused = machineRefusal(e);
+      if (refused) upgrade.excuse(`this machine refused a write: the filesystem it was writing to ${refused}`);
       if (e instanceof MeshError && typeof e.data.retryAfterMs === 'number') retryAfterMs = e.data.retryAfterMs;
       log.error({ err: messageOf(e) }, 'reconcile pass failed');
     }

@@ -126,14 +126,18 @@ export interface UpgradeWatch {
   starting(): void;
   /** After each pass: marks this version good once a report reached the fleet (`sent`); true when the host must exit for the supervisor to start its new version. */
   passed(pass: { sent: boolean }): Promise<boolean>;
+  /** After a pass that failed for a cause outside this version (`why`): as after a completed pass, the next one gets a whole probation. */
+  excuse(why: string): void;
 }
 
 /**
  * Watch the reconcile loop for upgrades. A version just installed that has not proven itself is
  * on probation (`probationMs`, MESH_HOST_PROBATION read by main.ts): from its start, and again
  * from the start of each pass after one that completed, it has that long to complete a pass, or
- * it exits PROBATION_EXIT. A pass that throws does not end the period: its time and the wait
- * after it count.
+ * it exits PROBATION_EXIT. A pass that throws does not end the period (its time and the wait
+ * after it count), unless the machine refused a write (a full or read-only filesystem, `excuse`):
+ * like a fleet outage, that says nothing of the new version, which must not be rolled back and
+ * refused for it.
  */
 export function watchUpgrade(ctx: HostContext, log: Logger, loop: boolean, probationMs: number): UpgradeWatch {
   const paths = hostPaths(ctx.root);
@@ -175,6 +179,11 @@ export function watchUpgrade(ctx: HostContext, log: Logger, loop: boolean, proba
         log.error({ err: messageOf(e) }, 'cannot keep the upgrade record');
         return false;
       }
+    },
+    excuse(why) {
+      if (!probation) return;
+      disarm();
+      log.warn({ version: HOST_VERSION, why }, 'this pass failed for a cause outside this new host version: its probation starts again with the next pass');
     },
   };
 }
