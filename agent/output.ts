@@ -66,11 +66,12 @@ export function printState(s: HostState, json: boolean): void {
   for (const id of s.pending) console.log(`pending: ${id} (a change it watches calls for it; it runs on the next pass)`);
 }
 
-/** Why an owned resource is not verified yet: its last change failed, or the host stopped in the middle of it. */
+/** Why an owned resource is not verified yet: its last change failed, or the host stopped in the middle of it (or either, when no report says). */
 function ownedNote(o: OwnedEntry): string {
   if (o.state !== 'intent') return '';
   // Most errors of a change say it is retried (apt's, a skipped change's): said once.
   if (o.error !== undefined) return ` (last change failed: ${o.error}${o.error.endsWith('the next pass tries again') ? '' : '; it is retried on the next pass'})`;
+  if (o.reportless) return ' (its last change did not complete: it failed, or the host stopped in it; the next pass tries again)';
   return ' (change in progress when the host stopped)';
 }
 

@@ -2,8 +2,8 @@
  * A --root is a whole machine: every path a resource names, the package database and the
  * host's own config and state resolve under it. Production uses "/".
  */
-import { lstatSync } from 'node:fs';
-import { dirname, isAbsolute, join, normalize, resolve, sep } from 'node:path';
+import { lstatSync, readlinkSync } from 'node:fs';
+import { dirname, isAbsolute, join, normalize, posix, resolve, sep } from 'node:path';
 import { MeshError } from '../core/errors.js';
 
 export interface HostPaths {
@@ -84,6 +84,21 @@ export function assertNoSymlinkParents(root: string, machinePath: string): void 
     } catch {
       return; // a missing parent cannot be traversed
     }
-    if (isLink) throw new MeshError('E_PATH', `${machinePath}: the parent ${current.slice(resolve(root).length) || '/'} is a symlink; mesh does not write through symlinks`);
+    if (isLink) throw symlinkParent(root, machinePath, current);
+  }
+}
+
+/**
+ * The refusal of `machinePath`, whose parent folder `link` (a real path under `root`) is a symlink:
+ * what the link leads to, and so where to declare the path instead.
+ */
+export function symlinkParent(root: string, machinePath: string, link: string): MeshError {
+  const linkPath = link.slice(resolve(root).length) || '/';
+  try {
+    const target = readlinkSync(link);
+    const real = posix.join(posix.resolve(posix.dirname(linkPath), target), machinePath.slice(linkPath.length));
+    return new MeshError('E_PATH', `${machinePath}: the parent ${linkPath} is a symlink to ${target}, and mesh does not write through symlinks: declare it at the path the link leads to, ${real}`);
+  } catch {
+    return new MeshError('E_PATH', `${machinePath}: the parent ${linkPath} is a symlink, and mesh does not write through symlinks`);
   }
 }

@@ -156,6 +156,20 @@ describe('a resource that failed and is then dropped', () => {
     expect(dropped.body.resources).toEqual([{ id: 'file:/srv/missing/app.conf', result: 'dropped', changes: ['its change never completed: undone, and no longer declared'] }]);
     expect(dropped.body.counts).toMatchObject({ changed: 0, failed: 0 });
   });
+
+  it('a folder where a file is declared: the failed change is said as such by state, and dropping it leaves the folder as it is', async () => {
+    const root = machine();
+    mkdirSync(join(root, 'etc/app.d'));
+    writeFileSync(join(root, 'etc/app.d/keep'), 'not mesh\n');
+    const failed = await apply(root, '  - type: file\n    path: /etc/app.d\n    content: "x\\n"\n');
+    expect(lineOf(failed.body, 'file:/etc/app.d')).toMatchObject({ result: 'failed', error: '/etc/app.d is a directory, not a file: remove it or declare it as what it is' });
+    // No report (the host is not enrolled) says whether the change failed or the host stopped in it: state says either.
+    const state = await hostCmd(root, 'state');
+    expect(state.stdout.split('\n').slice(-3)).toEqual(['owned (1):', '  file:/etc/app.d (its last change did not complete: it failed, or the host stopped in it; the next pass tries again)', '']);
+    const dropped = await apply(root, NOTHING);
+    expect(dropped.body.resources).toEqual([{ id: 'file:/etc/app.d', result: 'dropped', changes: ['left /etc/app.d as it is: it is what was there before mesh took it over'] }]);
+    expect(readFileSync(join(root, 'etc/app.d/keep'), 'utf8')).toBe('not mesh\n');
+  });
 });
 
 describe('directory', () => {

@@ -39,6 +39,8 @@ export interface OwnedEntry {
   at: string;
   /** Why the last change of this intent failed, as the host's last report gives it. */
   error?: string;
+  /** No report can say whether this intent's change failed or the host stopped in it: a host not enrolled (it applies bundles only) makes none. */
+  reportless?: true;
 }
 
 /** The failed lines of the node's last report, by resource id (last-report.ts); main.ts loads it only when an intent asks for it. */
@@ -75,7 +77,8 @@ export async function describeState(root: string, lastReport: () => Promise<Fail
  */
 async function ownedEntries(store: Store, gitdir: string, node: string | undefined, lastReport: () => Promise<FailedInLastReport>): Promise<OwnedEntry[]> {
   const owned: OwnedEntry[] = store.data.owned.map((r) => ({ id: r.id, state: r.state, at: r.at }));
-  if (!node || !owned.some((o) => o.state === 'intent')) return owned;
+  if (!owned.some((o) => o.state === 'intent')) return owned;
+  if (!node) return owned.map((o) => (o.state === 'intent' ? { ...o, reportless: true } : o));
   const failed = await (await lastReport())(gitdir, node);
   return owned.map((o) => {
     const error = o.state === 'intent' ? failed.get(o.id) : undefined;

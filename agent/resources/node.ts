@@ -9,7 +9,7 @@ import { join, resolve } from 'node:path';
 import type { OwnedRecord } from '../../schema/report.js';
 import { writeFileAtomic } from '../atomic.js';
 import { MeshError } from '../../core/errors.js';
-import { underRoot } from '../paths.js';
+import { symlinkParent, underRoot } from '../paths.js';
 import type { PassCache, ResourceContext } from './handler.js';
 import { lookupId, nameOf, type PassScope } from './ownership.js';
 
@@ -35,7 +35,7 @@ function assertNoSymlinkParents({ root, pass: { realDirs, realChains } }: PassSc
     } catch {
       return; // a missing parent cannot be traversed
     }
-    if (st.isSymbolicLink()) throw new MeshError('E_PATH', `${machinePath}: the parent ${current.slice(base.length) || '/'} is a symlink; mesh does not write through symlinks`);
+    if (st.isSymbolicLink()) throw symlinkParent(root, machinePath, current);
     if (!st.isDirectory()) return; // a file as a parent: nothing beneath it can be reached
     realDirs.add(current);
   }
@@ -135,6 +135,7 @@ export async function restoreNode(ctx: ResourceContext, record: OwnedRecord): Pr
     forgetDirs(ctx.pass);
     return undefined;
   }
+  if (now && unchangedSince(before, now, () => readNode(ctx, path, true)?.content)) return `left ${path} as it is: it is what was there before mesh took it over`;
   if (now && now.kind !== before.kind && now.kind !== 'directory') unlinkSync(real);
   if (before.kind === 'file') writeFileAtomic(real, Buffer.from(before.content ?? '', 'base64'), parseInt(before.mode, 8), { faults: ctx.faults });
   if (before.kind === 'directory') mkdirSync(real, { recursive: true });
@@ -148,6 +149,16 @@ export async function restoreNode(ctx: ResourceContext, record: OwnedRecord): Pr
     chownSync(real, lookupIdOr(ctx, 'owner', before.owner), lookupIdOr(ctx, 'group', before.group));
   }
   return `restored ${path} to what was there before mesh took it over`;
+}
+
+/**
+ * Whether the node at a path (`now`) is what was there before mesh took it over (`before`): a
+ * change that failed before it changed anything (a folder where a file is declared), or one put
+ * back by hand. `content` reads a file's bytes, only when all else is equal.
+ */
+function unchangedSince(before: NodeState, now: NodeState, content: () => string | undefined): boolean {
+  const same = (['kind', 'mode', 'owner', 'group', 'target'] as const).every((k) => before[k] === now[k]);
+  return same && (before.kind !== 'file' || (before.content ?? '') === (content() ?? ''));
 }
 
 function lookupIdOr(scope: PassScope, kind: 'owner' | 'group', name: string): number {
