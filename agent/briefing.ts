@@ -10,14 +10,14 @@ import type { HttpClient } from 'isomorphic-git';
 import type { NodeIdentity } from '../schema/fleet.js';
 import type { BriefingLine, Report } from '../schema/report.js';
 import { messageOf } from '../core/errors.js';
+import { age, MAX_CLOCK_SKEW_MS } from '../core/duration.js';
+import type { ServerClock } from './fleet/http.js';
 import { hasPackageManager } from './profile.js';
 import type { Store } from './store/store.js';
 import { verifyReport } from '../core/report/verify.js';
 import { fromRecoveryCopy } from './report.js';
 import { sameKeyIfWellFormed } from '../core/sign/sshsig.js';
 
-/** Largest difference from the git server's clock that a node may have. */
-export const MAX_CLOCK_SKEW_MS = 5 * 60_000;
 
 /** `enrolled` when every line passed, else `ineligible`. */
 export function briefingOutcome(lines: BriefingLine[]): 'enrolled' | 'ineligible' {
@@ -45,6 +45,18 @@ export async function clockLine(http: HttpClient, url: string, now: () => Date):
   } catch (e) {
     return { check, ok: false, detail: `cannot ask the server for its time: ${messageOf(e)}` };
   }
+}
+
+/**
+ * A report line when this machine's clock is off the fleet server's by more than enrolment allows,
+ * as the pass's own requests found it (`clock`: the Date of the server's last answer); null
+ * otherwise. The clock drifted since enrolment: a report stamped by it misleads whoever reads it.
+ */
+export function clockSkewLine(clock: ServerClock | null): Report['errors'][number] | null {
+  if (!clock || Math.abs(clock.skewMs) <= MAX_CLOCK_SKEW_MS) return null;
+  const off = `${age(Math.abs(clock.skewMs))} ${clock.skewMs > 0 ? 'ahead of' : 'behind'}`;
+  // Without the server's Date itself: a line that says the same from pass to pass lets a pass with nothing new send a heartbeat.
+  return { code: 'E_CLOCK', message: `this machine's clock is ${off} the fleet server's: the times of its reports are read from it, so they are off as much; set the clock (e.g. enable NTP)` };
 }
 
 /** The package manager mesh drives is there: the root has a dpkg database. */

@@ -8,7 +8,7 @@ import type { KeyObject } from 'node:crypto';
 import { MeshError } from '../core/errors.js';
 import { readConfig, readCredential, readNodeKey, type HostConfig } from './config.js';
 import { openFleetRepo, type FleetRepo } from './fleet/git.js';
-import { fleetHttp } from './fleet/http.js';
+import { fleetHttp, type ServerClock } from './fleet/http.js';
 import { acquireLock } from './lock.js';
 import type { Logger } from './log.js';
 import { hostPaths, type HostPaths } from './paths.js';
@@ -21,6 +21,8 @@ export interface Host {
   key: KeyObject;
   store: Store;
   repo: FleetRepo;
+  /** This machine's clock against the fleet server's, from its last answer (null before one). */
+  clock: () => ServerClock | null;
   ctx: ResourceContext;
   log: Logger;
 }
@@ -40,5 +42,5 @@ export async function openHost(host: HostContext, log: Logger): Promise<Host> {
   if (ctx.debug) store.debug = ctx.debug;
   const http = fleetHttp({ credential: readCredential(paths), pin: config.tlsPin });
   const repo = await openFleetRepo(paths.gitdir, config.url, http, { ...(config.pushUrl ? { pushUrl: config.pushUrl } : {}), ...(config.mirrors?.length ? { mirrors: config.mirrors } : {}) });
-  return { paths, config, key: readNodeKey(paths), store, repo, ctx, log };
+  return { paths, config, key: readNodeKey(paths), store, repo, clock: () => http.clock(), ctx, log };
 }

@@ -44,7 +44,7 @@ import { loadYamlOrThrow } from '../core/load.js';
 import { fleetSettings } from '../core/trust/check.js';
 import type { Report } from '../schema/report.js';
 import { applyDeclaration } from './apply-declaration.js';
-import { ineligibleErrors } from './briefing.js';
+import { clockSkewLine, ineligibleErrors } from './briefing.js';
 import { withDeclarationCache } from './declaration-cache.js';
 import { loadDeclarationWith, type LoadOptions, type TreeReader } from '../core/declaration/declaration.js';
 import { findNode, NOT_DECLARATIONS } from '../core/fleet/layout.js';
@@ -101,6 +101,8 @@ export async function reconcile(host: Host, opts: { heartbeatMs: number }): Prom
   }
   body = sealed(gate, body);
   if (resumed) body = { ...body, errors: [...body.errors, resumed] };
+  const skewed = disconnected === undefined ? clockSkewLine(host.clock()) : null;
+  if (skewed) body = { ...body, errors: [...body.errors, skewed] };
   const recovered = host.repo.recovered(); // the local git cache was unreadable and started afresh (fleet/cache.ts)
   if (recovered) body = { ...body, errors: [...body.errors, { code: 'E_GIT_CACHE', message: recovered }] };
   if (commit !== null && (body.outcome === 'applied' || body.outcome === 'unverified' || body.outcome === 'retired')) {

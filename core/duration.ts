@@ -29,7 +29,12 @@ export function age(ms: number): string {
   return `${Math.round(s / 86_400)}d`;
 }
 
-/** "2026-12-02T13:57:49Z (5m ago)", or "never". */
+/** How far two machines' clocks may differ before either is said to be wrong (the host's enrolment checks the same). */
+export const MAX_CLOCK_SKEW_MS = 5 * 60_000;
+
+/** "2026-12-02T13:57:49Z (5m ago)", or "never"; a time ahead of `now` by more than two clocks may differ is said to be so. */
 export function contact(at: string | null | undefined, now: Date): string {
-  return at ? `${at.slice(0, 19)}Z (${age(now.getTime() - Date.parse(at))} ago)` : 'never';
+  if (!at) return 'never';
+  const ms = now.getTime() - Date.parse(at);
+  return `${at.slice(0, 19)}Z (${ms < -MAX_CLOCK_SKEW_MS ? `${age(-ms)} in the future: a clock is wrong` : `${age(ms)} ago`})`;
 }

@@ -9,6 +9,7 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,6 +17,7 @@ import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { contact } from '../core/duration.js';
 import { cli, createFleet, git, hostCmd, MESH_CLI, newMachine, runProgram, signingKey, type TestFleet } from './helpers/fleet.js';
 
 const host = async (root: string, ...args: string[]) => {
@@ -317,5 +319,65 @@ describe('https with a pinned certificate, and the operator credential in a cred
     const back = await host(root, 'run', '--once');
     expect(back.code, back.stderr).toBe(0);
     expect(back.body).toMatchObject({ outcome: 'applied', delivery: 'pushed', disconnected: null });
+  });
+});
+
+/** An HTTP proxy in front of the server whose answers carry the server's Date moved by `shiftMs` (0 to begin with). */
+async function clockProxy(target: string): Promise<{ url: (path: string) => string; shift: (ms: number) => void; close: () => Promise<void> }> {
+  let shiftMs = 0;
+  const server = http.createServer((req, res) => {
+    const upstream = http.request(new URL(req.url!, target), { method: req.method, headers: req.headers }, (answer) => {
+      const date = new Date(Date.parse(answer.headers.date ?? new Date().toUTCString()) + shiftMs).toUTCString();
+      res.writeHead(answer.statusCode!, { ...answer.headers, date });
+      answer.pipe(res);
+    });
+    upstream.on('error', () => res.destroy());
+    req.pipe(upstream);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: (path) => `http://127.0.0.1:${port}/${path}`,
+    shift: (ms) => { shiftMs = ms; },
+    close: () => new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    }),
+  };
+}
+
+describe("a host's clock that drifted since enrolment", () => {
+  let fleet: TestFleet;
+  let proxy: Awaited<ReturnType<typeof clockProxy>>;
+  beforeAll(async () => {
+    fleet = await createFleet();
+    proxy = await clockProxy(fleet.server.url);
+  });
+  afterAll(async () => {
+    await proxy?.close();
+    await fleet?.close();
+  });
+
+  it('is said in each report while it is more than 5 minutes off the server, as the pass\'s own requests find it', async () => {
+    const root = await enrolVia(fleet, 'web-1', proxy.url('fleet.git'));
+    const one = await fleet.commit(motd('one'), 'web-1: one');
+    expect((await host(root, 'run', '--once')).body).toMatchObject({ outcome: 'applied', commit: one, errors: [] });
+    // The server's clock 3 days behind this machine's: to the server, this machine's clock is 3 days ahead.
+    proxy.shift(-3 * 86_400_000);
+    const ahead = await host(root, 'run', '--once', '--heartbeat', '1ms');
+    expect(ahead.code, ahead.stderr).toBe(0);
+    expect(ahead.body).toMatchObject({ outcome: 'applied', delivery: 'pushed' });
+    expect(ahead.body.errors).toEqual([{ code: 'E_CLOCK', message: "this machine's clock is 3d ahead of the fleet server's: the times of its reports are read from it, so they are off as much; set the clock (e.g. enable NTP)" }]);
+    proxy.shift(3 * 3_600_000);
+    expect((await host(root, 'run', '--once', '--heartbeat', '1ms')).body.errors).toEqual([{ code: 'E_CLOCK', message: "this machine's clock is 3h behind the fleet server's: the times of its reports are read from it, so they are off as much; set the clock (e.g. enable NTP)" }]);
+    proxy.shift(60_000); // within 5 minutes: nothing to say
+    expect((await host(root, 'run', '--once', '--heartbeat', '1ms')).body.errors).toEqual([]);
+  });
+
+  it("status says a report time ahead of the operator's clock is in the future, not 0s ago", () => {
+    const now = new Date('2026-12-07T12:00:00Z');
+    expect(contact('2026-12-10T12:00:00.000Z', now)).toBe('2026-12-10T12:00:00Z (3d in the future: a clock is wrong)');
+    expect(contact('2026-12-07T12:01:00.000Z', now)).toBe('2026-12-07T12:01:00Z (0s ago)'); // within what two clocks may differ
+    expect(contact('2026-12-07T11:55:00.000Z', now)).toBe('2026-12-07T11:55:00Z (5m ago)');
   });
 });

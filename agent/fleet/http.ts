@@ -37,6 +37,15 @@ export interface Meter {
 /** An isomorphic-git HTTP client that also reports what it has cost. */
 export interface FleetHttp extends HttpClient {
   meter(): Meter;
+  /** This machine's clock against the server's, from the Date header of the last answer that had one; null before one. */
+  clock(): ServerClock | null;
+}
+
+export interface ServerClock {
+  /** How far this machine's clock is ahead of the server's (negative: behind), in ms; the header's second is its whole resolution. */
+  skewMs: number;
+  /** The server's Date header. */
+  date: string;
 }
 
 /**
@@ -140,16 +149,22 @@ export function fleetHttp(opts: { timeoutMs?: number; credential?: Credential; p
   const agents = { http: new MeteredHttp(agentOptions), https: opts.pin ? new PinnedAgent(agentOptions, opts.pin) : new MeteredHttps(agentOptions) };
   const auth = opts.credential ? 'Basic ' + Buffer.from(`${opts.credential.username}:${opts.credential.password}`).toString('base64') : undefined;
   let requests = 0;
+  let clock: ServerClock | null = null;
   return {
     async request(req) {
       requests += 1;
       // isomorphic-git mutates headers: every request gets its own object.
       const headers = { ...(req.headers ?? {}), ...(auth ? { authorization: auth } : {}) };
       const agent = req.url.startsWith('https:') ? agents.https : agents.http;
+      const sent = Date.now();
       const res = await base.request({ ...req, headers, agent, fetchOptions: { timeout } } as Parameters<HttpClient['request']>[0]);
+      const date = headerOf(res, 'date');
+      const server = date === undefined ? NaN : Date.parse(date);
+      if (!Number.isNaN(server)) clock = { skewMs: Math.round((sent + Date.now()) / 2 - server), date: date! };
       if (res.statusCode === 429 || res.statusCode === 503) throw await busy(req.url, res);
       return res;
     },
+    clock: () => clock,
     meter() {
       const all = [agents.http, agents.https];
       const live = all.flatMap((a) => [...a.open]);

@@ -20,7 +20,7 @@ import { openFleet, originUrl, type Fleet } from '../fleet.js';
 import { indexFiles } from '../status/index-file.js';
 import { withoutCredentials } from './token.js';
 import { formatHistory, reportHistory } from '../history.js';
-import { age, parseDuration } from '../../core/duration.js';
+import { contact as contactAt, parseDuration } from '../../core/duration.js';
 import { eligibility, failureLines, uncheckedLines, fetchReports, lastReports, mainRef, nodesOnMain, reportedNodes, trusted } from '../reports.js';
 import { fleetPage } from './html.js';
 import { outageNote, type UnreachableShards } from '../status/shards.js';
@@ -111,7 +111,7 @@ async function trustOnMain(fleet: Fleet): Promise<'signed' | 'none'> {
 export function formatStatus(rows: NodeStatus[], now: Date): string {
   const table = [['NODE', 'LAST CONTACT', 'COMMIT', 'OUTCOME', 'HOST', 'SIGNATURE']];
   for (const r of rows) {
-    const contact = r.lastContact ? `${r.lastContact.slice(0, 19)}Z (${age(now.getTime() - Date.parse(r.lastContact))} ago)` : r.claimed || r.away ? 'unknown' : 'never';
+    const contact = r.lastContact ? contactAt(r.lastContact, now) : r.claimed || r.away ? 'unknown' : 'never';
     const never = r.signature === 'missing' && !r.claimed;
     const signature = never ? '-' : r.chain === 'ok' ? r.signature : `${r.signature}, chain ${r.chain}`;
     table.push([r.node, contact, shownCommit(r), shownOutcome(r), r.hostVersion ?? '-', signature]);
