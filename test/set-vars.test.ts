@@ -36,11 +36,21 @@ describe('mesh-cli set', () => {
     writeFileSync(file, 'port: 1\nhosts: [a]\n');
     const bad = await cli(scratch, 'set', file, 'hosts.first=x');
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toContain('hosts in');
-    expect(bad.stderr).toContain('is not a map, so hosts.first cannot be set');
+    expect(bad.stderr).toBe(`mesh-cli: hosts in ${file} is a list, so hosts.first cannot be set: name its item by number (hosts.0 is the first)\n`);
+    expect((await cli(scratch, 'set', file, 'port.first=x')).stderr).toBe(`mesh-cli: port in ${file} is not a map, so port.first cannot be set\n`);
+    expect((await cli(scratch, 'set', file, 'hosts.2=x')).stderr).toBe(`mesh-cli: hosts in ${file} has 1 item, so hosts.2 cannot be set: give 0 to change it, or 1 to add one after it\n`);
     expect((await cli(scratch, 'set', file, 'nokey')).stderr).toContain("'nokey' is not KEY=VALUE");
     expect((await cli(scratch, 'set', join(scratch, 'no/such/dir/vars.yaml'), 'a=1')).stderr).toContain('neither does its folder');
     expect(readFileSync(file, 'utf8')).toBe('port: 1\nhosts: [a]\n');
+  });
+
+  it('reaches into a list by number: an item it has is changed, one past the last is added', async () => {
+    const file = join(scratch, 'ports.yaml');
+    writeFileSync(file, 'ports:\n  - 80 # http\n  - 443\nupstreams:\n  - host: a\n    weight: 1\n');
+    const r = await cli(scratch, 'set', file, 'ports.1=8443', 'ports.2=9000', 'upstreams.0.weight=5');
+    expect(r.code, r.stderr).toBe(0);
+    expect(readFileSync(file, 'utf8')).toBe('ports:\n  - 80 # http\n  - 8443\n  - 9000\nupstreams:\n  - host: a\n    weight: 5\n');
+    expect(r.stdout.split('\n').filter(Boolean)).toEqual([`${file}: ports.1: 443 -> 8443`, `${file}: ports.2: (not set) -> 9000`, `${file}: upstreams.0.weight: 1 -> 5`]);
   });
 });
 

@@ -2,7 +2,7 @@
  * `mesh-cli set FILE KEY=VALUE…`: the one write a deploy pipeline makes, e.g.
  * `mesh-cli set nodes/web/vars.yaml app_version=1.4.2`. The file is changed through the yaml
  * Document API, so its comments, key order and quoting survive; a dotted KEY reaches into
- * nested maps. VALUE is read as YAML (`8080` a number, `true` a boolean, `[a, b]` a list,
+ * nested maps, and into lists by number (`ports.1`: the second item; one past the last adds one). VALUE is read as YAML (`8080` a number, `true` a boolean, `[a, b]` a list,
  * `null` unsets), except that a value that would lose its text as a number (`1.10`, `0644`)
  * stays a string, and a value replacing a string stays a string. In a fleet checkout, a change
  * that would give the file a problem it did not have (validate-checks.ts fileProblems: mesh.yaml,
@@ -11,7 +11,7 @@
 import { existsSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import type { Command } from 'commander';
-import { isMap, isScalar, parse, parseDocument, YAMLMap, type Document } from 'yaml';
+import { isMap, isScalar, isSeq, parse, parseDocument, YAMLMap, type Document, type YAMLSeq } from 'yaml';
 import { InvalidInputError, MeshError, type Problem } from '../../core/errors.js';
 import { openFleet, topOf } from '../fleet.js';
 import { formatPlanText } from '../plan-format.js';
@@ -75,12 +75,14 @@ function assign(doc: Document, assignment: string, file: string): SetChange {
   const eq = assignment.indexOf('=');
   if (eq <= 0) throw new MeshError('E_SET_ARG', `'${assignment}' is not KEY=VALUE (e.g. app_version=1.4.2)`);
   const key = assignment.slice(0, eq);
-  const path = key.split('.');
-  if (path.some((p) => p === '')) throw new MeshError('E_SET_ARG', `'${key}' is not a key: use names joined by dots, e.g. tls.port`);
+  const names = key.split('.');
+  if (names.some((p) => p === '')) throw new MeshError('E_SET_ARG', `'${key}' is not a key: use names joined by dots, e.g. tls.port`);
   const raw = assignment.slice(eq + 1);
-  for (let i = 1; i < path.length; i++) {
-    const parent = doc.getIn(path.slice(0, i), true);
-    if (parent !== undefined && !isMap(parent)) throw new MeshError('E_SET_ARG', `${path.slice(0, i).join('.')} in ${file} is not a map, so ${key} cannot be set`);
+  const path: Array<string | number> = [names[0]!];
+  for (let i = 1; i < names.length; i++) {
+    const parent = doc.getIn(path, true);
+    path.push(isSeq(parent) ? itemIndex(parent, names[i]!, names.slice(0, i).join('.'), key, file) : names[i]!);
+    if (parent !== undefined && !isMap(parent) && !isSeq(parent)) throw new MeshError('E_SET_ARG', `${names.slice(0, i).join('.')} in ${file} is not a map, so ${key} cannot be set`);
   }
   const node = doc.getIn(path, true);
   const before = doc.getIn(path) as unknown;
@@ -88,6 +90,18 @@ function assign(doc: Document, assignment: string, file: string): SetChange {
   if (isScalar(node)) node.value = after; // keeps the scalar's quoting style and comment
   else doc.setIn(path, after);
   return { key, before: before === undefined ? undefined : toJS(before), after };
+}
+
+/** The index `step` names in the list `list` (`at`, in `key`): an item it has, or the one after its last (which adds one). */
+function itemIndex(list: YAMLSeq, step: string, at: string, key: string, file: string): number {
+  const count = list.items.length;
+  if (!/^\d+$/.test(step)) throw new MeshError('E_SET_ARG', `${at} in ${file} is a list, so ${key} cannot be set: name its item by number (${at}.0 is the first)`);
+  const index = Number(step);
+  if (index > count) {
+    const give = count === 0 ? 'give 0 to add one' : count === 1 ? 'give 0 to change it, or 1 to add one after it' : `give 0 to ${count - 1} to change one, or ${count} to add one after the last`;
+    throw new MeshError('E_SET_ARG', `${at} in ${file} has ${count} item${count === 1 ? '' : 's'}, so ${key} cannot be set: ${give}`);
+  }
+  return index;
 }
 
 function valueOf(raw: string, wasString: boolean): unknown {
@@ -116,7 +130,7 @@ export function setCommand(program: Command): void {
     .command('set')
     .description("change values in a YAML file (vars, versions), keeping its comments and layout: a pipeline's one write")
     .argument('<file>', 'the YAML file, e.g. nodes/web/vars.yaml')
-    .argument('<assignments...>', 'KEY=VALUE, KEY a dotted path into nested maps')
+    .argument('<assignments...>', 'KEY=VALUE, KEY a dotted path into nested maps and lists (ports.0: the first item)')
     .option('--json', 'print {file, created, changes:[{key, before, after}]} as JSON (with --plan, the plan too)')
     .option('--plan', 'then print the plan of the working tree against HEAD: which nodes the change touches, and how')
     .option('--no-fetch', 'with --plan: use the report branches already fetched')
