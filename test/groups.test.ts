@@ -479,3 +479,25 @@ describe('validate and plan read the layout', { timeout: 90_000 }, () => {
     expect(own.stdout).toContain("nodes/web/web-2/own.yaml:2:5: node web-2 is given resources by nodes/web/web-2/, but it is retired (node.yaml says retired: true); it may only have an empty declaration: remove them (its groups' files are not applied to it)");
   });
 });
+
+describe('plan of HEAD and the working tree', { timeout: 60_000 }, () => {
+  let f: TestFleet;
+  beforeAll(async () => {
+    f = await createFleet();
+    expect((await cli(f.checkout, 'token', 'issue', 'web-1', '--group', 'web', '--out', join(f.dir, 'web-1.token'))).code).toBe(0);
+    await f.commit({ 'nodes/web/vars.yaml': 'port: 8080\n' }, 'web vars');
+  });
+  afterAll(async () => f?.close());
+
+  it('says when the working tree has changes the plan leaves out (validate reads them)', async () => {
+    writeFileSync(join(f.checkout, 'nodes/web/vars.yaml'), 'port: 9090\n');
+    writeFileSync(join(f.checkout, 'nodes/web/extra.yaml'), 'resources: []\n');
+    const r = await cli(f.checkout, 'plan', '--base', 'HEAD~1', '--no-fetch');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('note: the working tree has changes not committed (nodes/web/vars.yaml, nodes/web/extra.yaml): this plan is of HEAD, without them; commit them to plan them\n');
+    expect((await cli(f.checkout, 'plan', '--base', 'HEAD~1', '--head', 'HEAD~0', '--no-fetch')).stdout).not.toContain('working tree');
+    await git(f.checkout, 'checkout', '--', 'nodes/web/vars.yaml');
+    rmSync(join(f.checkout, 'nodes/web/extra.yaml'));
+    expect((await cli(f.checkout, 'plan', '--base', 'HEAD~1', '--no-fetch')).stdout).not.toContain('working tree');
+  });
+});

@@ -16,6 +16,7 @@ import { formatPlanMarkdown, formatPlanText } from '../plan-format.js';
 import type { LastReport, NodePlan, PlanResult } from '../plan-result.js';
 import { eligibility, lastReports, reportedFacts, reportedNodes, trusted, tryFetchReports, type ShownReport } from '../reports.js';
 import { commitTree, resolveCommit } from '../tree.js';
+import { git } from '../git.js';
 import { reviewTrust } from '../trust-review.js';
 
 /** The plan from `base` to `head`, with each affected node's last report as fetched. */
@@ -89,11 +90,24 @@ export function planCommand(program: Command): void {
       const notes: string[] = [];
       const fetchNote = o.fetch ? await tryFetchReports(fleet) : null;
       if (fetchNote) notes.push(fetchNote);
+      const uncommitted = o.head === 'HEAD' ? await uncommittedNote(fleet.dir) : null;
+      if (uncommitted) notes.push(uncommitted);
       const result = await planFleet(fleet, base, head, notes);
       const format = o.json ? 'json' : o.format;
       console.log(format === 'json' ? JSON.stringify(result) : format === 'markdown' ? formatPlanMarkdown(result) : formatPlanText(result, new Date()));
       if (result.nodes.some((n) => n.problems)) process.exitCode = 1;
     });
+}
+
+/**
+ * A note when the checkout has changes to the fleet's files that HEAD does not (validate, which
+ * reads the working tree, checked them): the plan is of HEAD, without them. Null when there are none.
+ */
+async function uncommittedNote(dir: string): Promise<string | null> {
+  const lines = (await git(dir, ['status', '--porcelain', '--untracked-files=all', '--', 'mesh.yaml', 'nodes', 'roles']).catch(() => '')).split('\n').filter(Boolean);
+  if (lines.length === 0) return null;
+  const paths = lines.map((l) => l.slice(3));
+  return `the working tree has changes not committed (${paths.slice(0, 5).join(', ')}${paths.length > 5 ? ` and ${paths.length - 5} more` : ''}): this plan is of HEAD, without them; commit them to plan them`;
 }
 
 function formatOption(text: string): string {
