@@ -9,7 +9,8 @@ export const processRunner =
     new Promise((resolve) => {
       const timeoutMs = opts.timeoutMs ?? 10 * 60_000;
       // A group is killed whole by its own timer: spawn's timeout would kill only the leader, and a shell's children would keep the output open.
-      const child = spawn(cmd, args, { env: { ...base, ...opts.env }, stdio: ['pipe', 'pipe', 'pipe'], cwd: opts.cwd, detached: opts.group === true, ...(opts.group ? {} : { timeout: timeoutMs }) });
+      const ids = { ...(opts.uid === undefined ? {} : { uid: opts.uid }), ...(opts.gid === undefined ? {} : { gid: opts.gid }) };
+      const child = spawn(cmd, args, { env: { ...base, ...opts.env }, stdio: ['pipe', 'pipe', 'pipe'], cwd: opts.cwd, ...ids, detached: opts.group === true, ...(opts.group ? {} : { timeout: timeoutMs }) });
       const out: Buffer[] = [];
       const err: Buffer[] = [];
       const both: Buffer[] = [];

@@ -123,14 +123,19 @@ const commandLine = z.union([z.array(z.string().min(1, { message: 'an argument m
   },
 });
 
-const needsShell = (field: 'run' | 'unless') => (c: { shell?: boolean; run: unknown; unless?: unknown }) => typeof c[field] !== 'string' || c.shell === true;
-const noShell = (field: 'run' | 'unless') =>
+const needsShell = (field: 'run' | 'unless' | 'onlyif') => (c: { shell?: boolean; run: unknown; unless?: unknown; onlyif?: unknown }) => typeof c[field] !== 'string' || c.shell === true;
+const noShell = (field: 'run' | 'unless' | 'onlyif') =>
   `${field} is a single string, which only a shell can split: write it as an argv list such as [systemctl, reload, app], or set shell: true to run it with /bin/sh -c`;
+
+/** A name an environment variable may have (as a shell reads it). */
+const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { message: 'a variable name is letters, digits and _ (not starting with a digit)' });
 
 /**
  * An action, not a state: runs `run` when a resource named in `onChange` (declared before it)
- * changed, when `creates` is missing, or when `unless` exits non-zero; with none of the three,
- * on every pass. It owns nothing. `run` and `unless` are bodies: rendered only with template: true.
+ * changed, when `creates` is missing, when `unless` exits non-zero, or when `onlyif` exits 0;
+ * with none of them, on every pass. It owns nothing. It runs as root in / unless `user` and `cwd`
+ * say otherwise, with `environment` added to its variables. `run`, `unless`, `onlyif` and
+ * `environment` are bodies: rendered only with template: true.
  */
 export const CommandResource = z
   .strictObject({
@@ -142,14 +147,23 @@ export const CommandResource = z
     onChange: z.array(resourceRef).optional(),
     creates: absolutePath.optional(),
     unless: commandLine.optional(),
+    /** Run `run` only when this exits 0 (Puppet's onlyif). */
+    onlyif: commandLine.optional(),
+    /** Run as this user: its uid, its primary group, and HOME, USER and LOGNAME from its passwd entry (default root). */
+    user: name.optional(),
+    /** The folder it runs in (default /). */
+    cwd: absolutePath.optional(),
+    /** Variables added to its environment. */
+    environment: z.record(envName, z.string()).optional(),
     /** Longest a run may take before it is killed (default 5m). */
     timeout: duration.optional(),
     template: z.boolean().optional(),
   })
   .refine(needsShell('run'), { message: noShell('run'), path: ['run'] })
   .refine(needsShell('unless'), { message: noShell('unless'), path: ['unless'] })
-  .refine((c) => c.shell !== true || (typeof c.run === 'string' && (c.unless === undefined || typeof c.unless === 'string')), {
-    message: 'shell: true runs one line with /bin/sh -c: write run (and unless) as one string, or drop shell: true and keep the argv list',
+  .refine(needsShell('onlyif'), { message: noShell('onlyif'), path: ['onlyif'] })
+  .refine((c) => c.shell !== true || [c.run, c.unless, c.onlyif].every((l) => l === undefined || typeof l === 'string'), {
+    message: 'shell: true runs one line with /bin/sh -c: write run (and unless, onlyif) as one string, or drop shell: true and keep the argv list',
     path: ['shell'],
   });
 

@@ -92,10 +92,40 @@ describe('command: when it runs', () => {
     expect(ranLog(root)).toBe('ran\n');
   });
 
-  it('with no onChange, creates or unless, runs on every pass (as an exec without guards does)', async () => {
+  it('with onlyif, runs only while onlyif exits 0', async () => {
+    const root = machine();
+    const decl = `  - type: command\n    name: mark\n    run: [sh, -c, 'echo ran >> "$MESH_ROOT/ran.log"']\n    onlyif: [test, '!', -e, ran.log]\n`;
+    expect(await pass(root, decl)).toEqual([{ id: 'command:mark', result: 'updated', changes: ["ran: onlyif [test, !, -e, ran.log] exited 0"], exit: 0 }]);
+    expect(await pass(root, decl)).toEqual([{ id: 'command:mark', result: 'unchanged' }]);
+    expect(ranLog(root)).toBe('ran\n');
+  });
+
+  it('runs as user in cwd with environment added (made first where declared, its guard too), and a user nobody declares fails the pass before any change', async () => {
+    const root = machine();
+    const decl =
+      `  - type: command\n    name: migrate\n    run: [sh, -c, 'echo "$(id -u):$(id -g) $(pwd) $HOME $USER $LOGNAME $APP_ENV $MESH_ROOT"']\n    onlyif: [sh, -c, 'test "$(id -u)" != 0']\n` +
+      `    user: app\n    cwd: /srv/app\n    environment: { APP_ENV: production }\n` +
+      `  - type: directory\n    path: /srv/app\n  - type: directory\n    path: /srv\n  - type: user\n    name: app\n    home: /home/app\n`;
+    const lines = await pass(root, decl);
+    const app = readFileSync(join(root, 'etc/passwd'), 'utf8').split('\n').find((l) => l.startsWith('app:'))!.split(':');
+    expect(command('command:migrate', lines)).toEqual({ id: 'command:migrate', result: 'updated', changes: ['ran: onlyif [sh, -c, test "$(id -u)" != 0] exited 0'], exit: 0, output: `${app[2]}:${app[3]} ${join(root, 'srv/app')} /home/app app app production ${root}` });
+    // Made before the command that needs them, wherever declared.
+    expect(lines.map((l) => l.id)).toEqual(['user:app', 'directory:/srv', 'directory:/srv/app', 'command:migrate']);
+
+    const other = machine();
+    const { code, body } = await apply(other, `  - type: file\n    path: /etc/motd\n    content: "x"\n  - type: command\n    name: as-nobody\n    run: ['true']\n    user: nobody-here\n`);
+    expect(code).toBe(1);
+    expect(body!.resources).toEqual([
+      { id: 'file:/etc/motd', result: 'skipped', error: 'nothing applied: pre-flight found 1 problem(s) in this declaration' },
+      { id: 'command:as-nobody', result: 'failed', error: "user 'nobody-here' is neither a user on this machine nor declared as a user resource" },
+    ]);
+    expect(existsSync(join(other, 'etc/motd'))).toBe(false);
+  });
+
+  it('with no onChange, creates, unless or onlyif, runs on every pass (as an exec without guards does)', async () => {
     const root = machine();
     const decl = `  - type: command\n    name: always\n    run: [sh, -c, 'echo ran >> "$MESH_ROOT/ran.log"']\n`;
-    const line = { id: 'command:always', result: 'updated', changes: ['ran: it has no onChange, creates or unless, so it runs on every pass'], exit: 0 };
+    const line = { id: 'command:always', result: 'updated', changes: ['ran: it has no onChange, creates, unless or onlyif, so it runs on every pass'], exit: 0 };
     expect(await pass(root, decl)).toEqual([line]);
     expect(await pass(root, decl)).toEqual([line]);
     expect(ranLog(root)).toBe('ran\nran\n');
@@ -265,7 +295,7 @@ describe('command: bad input', () => {
       "nodes/web-1/a.yaml:5:16: onChange names file:/etc/app.ini, which is declared after this command (at nodes/web-1/a.yaml:6:5): a command may watch only resources declared before it; move the command below it",
       "nodes/web-1/a.yaml:5:37: onChange names file:/etc/nope.ini, which this node's declaration does not declare: name a resource declared before this command by its id, such as file:/etc/app/app.ini",
       'nodes/web-1/b.yaml:4:10: resources.0.run: run is a single string, which only a shell can split: write it as an argv list such as [systemctl, reload, app], or set shell: true to run it with /bin/sh -c',
-      'nodes/web-1/c.yaml:5:12: resources.0.shell: shell: true runs one line with /bin/sh -c: write run (and unless) as one string, or drop shell: true and keep the argv list',
+      'nodes/web-1/c.yaml:5:12: resources.0.shell: shell: true runs one line with /bin/sh -c: write run (and unless, onlyif) as one string, or drop shell: true and keep the argv list',
       'nodes/web-1/c.yaml:6:14: resources.0.timeout: must be a duration such as 30s, 5m or 1h',
       '',
     ]);

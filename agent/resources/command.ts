@@ -2,10 +2,13 @@
  * `command`: an action, not a state. It runs `run` (an argv; one /bin/sh -c line with
  * `shell: true`) when a resource it watches changed (`onChange`: the engine passes the trigger,
  * which survives a pass that stopped or a run that failed), when `creates` names a path that is
- * missing, or when `unless` exits non-zero; with none of the three it runs on every pass, as
- * Puppet's exec without guards does. It runs in the machine's root folder with MESH_ROOT set to
- * it (it is not confined), and succeeds when it exits 0 within `timeout` (default 5m) and, with
- * `creates`, the path then exists. It owns nothing: never recorded, and un-declaring runs nothing.
+ * missing, when `unless` exits non-zero, or when `onlyif` exits 0; with none of them it runs on
+ * every pass, as Puppet's exec without guards does. It runs in the machine's root folder, or in
+ * `cwd` under it, with MESH_ROOT set to the root (it is not confined) and `environment` added, as
+ * root or as `user` (its uid and primary group from the root's etc/passwd, with HOME, USER and
+ * LOGNAME; as Puppet's exec, no supplementary groups), its guards too. It succeeds when it exits 0
+ * within `timeout` (default 5m) and, with `creates`, the path then exists. It owns nothing: never
+ * recorded, and un-declaring runs nothing.
  */
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -15,6 +18,7 @@ import type { ResourceResult } from '../../schema/report.js';
 import { parseDuration } from '../../core/duration.js';
 import { crashNow } from '../fault.js';
 import { underRoot } from '../paths.js';
+import { readPasswd } from './accounts.js';
 import type { ExecResult, Handler, ResourceContext } from './handler.js';
 
 const DEFAULT_TIMEOUT = '5m';
@@ -30,7 +34,12 @@ async function reasonToRun(r: CommandResource, ctx: ResourceContext, trigger: st
     if (check.timedOut) throw new CommandFailed(`unless ${shown(r.unless)} ran past the timeout of ${r.timeout ?? DEFAULT_TIMEOUT} and was killed`, check);
     if (check.code !== 0) return `unless ${shown(r.unless)} exited ${check.code}`;
   }
-  if (r.onChange === undefined && r.creates === undefined && r.unless === undefined) return 'it has no onChange, creates or unless, so it runs on every pass';
+  if (r.onlyif !== undefined) {
+    const check = await execute(r, r.onlyif, ctx);
+    if (check.timedOut) throw new CommandFailed(`onlyif ${shown(r.onlyif)} ran past the timeout of ${r.timeout ?? DEFAULT_TIMEOUT} and was killed`, check);
+    if (check.code === 0) return `onlyif ${shown(r.onlyif)} exited 0`;
+  }
+  if (r.onChange === undefined && r.creates === undefined && r.unless === undefined && r.onlyif === undefined) return 'it has no onChange, creates, unless or onlyif, so it runs on every pass';
   return null;
 }
 
@@ -64,11 +73,21 @@ class CommandFailed extends Error {
   }
 }
 
-/** Run one command line of `r` in the root, with MESH_ROOT, killed with its children after the timeout. */
+/** Run one command line of `r` in the root (or `cwd` under it) as root or `user`, with MESH_ROOT and `environment`, killed with its children after the timeout. */
 function execute(r: CommandResource, line: string[] | string, ctx: ResourceContext): Promise<ExecResult> {
   const root = resolve(ctx.root);
   const [cmd, ...args] = typeof line === 'string' ? ['/bin/sh', '-c', line] : line;
-  return ctx.exec(cmd!, args, { env: { MESH_ROOT: root }, cwd: root, timeoutMs: parseDuration(r.timeout ?? DEFAULT_TIMEOUT), group: true });
+  const cwd = r.cwd === undefined ? root : underRoot(root, r.cwd);
+  if (!existsSync(cwd)) throw new CommandFailed(`cwd ${r.cwd} does not exist: declare it as a directory, or name one that is there`, { code: 1, stdout: '', stderr: '' });
+  const account = r.user === undefined ? null : accountOf(r.user, ctx);
+  return ctx.exec(cmd!, args, { env: { ...r.environment, ...account?.env, MESH_ROOT: root }, cwd, ...account?.ids, timeoutMs: parseDuration(r.timeout ?? DEFAULT_TIMEOUT), group: true });
+}
+
+/** The ids and variables a command run as `user` gets, from the root's etc/passwd (pre-flight checked the user is there, or is made first). */
+function accountOf(user: string, ctx: ResourceContext): { ids: { uid: number; gid: number }; env: Record<string, string> } {
+  const entry = user === 'root' ? { uid: 0, gid: 0, home: '/root' } : readPasswd(ctx.root).find((u) => u.name === user);
+  if (!entry) throw new CommandFailed(`user ${user} is not in this machine's /etc/passwd: declare it as a user resource, or fix the name`, { code: 1, stdout: '', stderr: '' });
+  return { ids: { uid: entry.uid, gid: entry.gid }, env: { HOME: entry.home || '/', USER: user, LOGNAME: user } };
 }
 
 /** `text` with every one of `secrets` (as it is, and in base64 and hex) replaced by a mark: a command's output goes into the report and the log. */
@@ -102,9 +121,12 @@ export function tail(text: string): string {
 
 const shown = (line: string[] | string) => (typeof line === 'string' ? JSON.stringify(line) : `[${line.join(', ')}]`);
 
-// No `needs`: what onChange names is declared before the command (render.ts checks it), so the
-// order holds as declared, and a watched user or group may well be one this pass removes.
+// What onChange names is declared before the command (render.ts checks it), so the order holds as
+// declared, and a watched user or group may well be one this pass removes: not a need. The user it
+// runs as and the folder it runs in are: made first where declared, and a user neither declared nor
+// on the machine fails the pass in pre-flight, as a file's owner does.
 export const commandHandler: Handler<CommandResource> = {
+  needs: (r) => [...(r.user ? [{ id: `user:${r.user}`, field: 'user' }] : []), ...(r.cwd ? [{ id: `directory:${r.cwd}`, field: 'cwd' }] : [])],
   triggeredBy: (r) => r.onChange ?? [],
   // What it says (why it ran, its errors, its output) is masked: `run` and `unless` may hold a secret.
   act: async (r, ctx, trigger) => maskLine(await runCommand(r, ctx, trigger), ctx.masks),

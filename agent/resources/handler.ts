@@ -108,6 +108,9 @@ export interface ExecOptions {
   cwd?: string;
   /** Run in its own process group and, on timeout, kill the whole group (a shell's children too). */
   group?: boolean;
+  /** Run as this user and group id (default: the host's own). */
+  uid?: number;
+  gid?: number;
 }
 
 /** Runs a program (no shell) and resolves with its exit code and output; never throws on a non-zero exit. */

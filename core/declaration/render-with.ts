@@ -36,8 +36,8 @@ import { varsWith, type LayeredVars } from './vars-levels.js';
 import type { LoadSchemas, Schemas } from './schemas.js';
 import { placeholders } from '../secrets/placeholder.js';
 
-/** Bodies: rendered only when their resource says `template: true` (a file's content, a command's run and unless). */
-const BODIES = new Set(['content', 'run', 'unless']);
+/** Bodies: rendered only when their resource says `template: true` (a file's content; a command's run, unless, onlyif and environment). */
+const BODIES = new Set(['content', 'run', 'unless', 'onlyif', 'environment']);
 const BOOLEAN_FIELDS = new Set(['enabled', 'running', 'system', 'template', 'shell']);
 const INTEGER_FIELDS = new Set(['uid', 'gid']);
 /** The secrets' file at each level (core/secrets/levels.ts reads it). */
@@ -305,7 +305,7 @@ function renderFields(data: unknown, parsed: Parsed, scope: TemplateScope, reads
         return value;
       }
       if (r.secrets && !body) {
-        problems.push({ file: parsed.file, ...positionIn(parsed.source, path), message: `secrets.${r.secrets[0]} is read here, but a secret may be read only in a body (content, source, run, unless) of a resource with template: true, so that it never shows in an id, a plan line or a report` });
+        problems.push({ file: parsed.file, ...positionIn(parsed.source, path), message: `secrets.${r.secrets[0]} is read here, but a secret may be read only in a body (content, source, run, unless, onlyif, environment) of a resource with template: true, so that it never shows in an id, a plan line or a report` });
         return value;
       }
       sink.scopes.push(...r.reads);
@@ -375,6 +375,7 @@ export function rendersFirst(data: unknown, path: readonly PropertyKey[]): boole
 /** A warning when a literal body holds what reads like one of mesh's own template names. */
 function warnLiteral(body: unknown, parsed: Parsed, path: (string | number)[], warnings: Problem[]): void {
   if (Array.isArray(body)) return body.forEach((b, k) => warnLiteral(b, parsed, [...path, k], warnings));
+  if (body !== null && typeof body === 'object') return Object.entries(body).forEach(([k, b]) => warnLiteral(b, parsed, [...path, k], warnings));
   if (typeof body !== 'string') return;
   const m = /\{\{-?\s*(vars|node|facts|params|secrets)\./.exec(body);
   if (m) warnings.push({ file: parsed.file, ...positionIn(parsed.source, path), message: `this body holds '{{ ${m[1]}.' but is copied literally: add template: true to render it (or leave it, if the braces are the file's own)` });
