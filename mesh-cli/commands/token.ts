@@ -15,7 +15,7 @@
 import { closeSync, existsSync, fsyncSync, linkSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { stringify } from 'yaml';
-import { MeshError } from '../../core/errors.js';
+import { machineRefusal, MeshError } from '../../core/errors.js';
 import { encodePrivateKey, generateKeyPair, sshPublicKey } from '../../core/sign/sshsig.js';
 import { HTTP_URL, NODE_NAME, NodeIdentity } from '../../schema/fleet.js';
 import { loadYamlOrThrow } from '../../core/load.js';
@@ -127,8 +127,8 @@ function stageTokenFile(out: string, head: string, tail: string): StagedTokenFil
     rmSync(partial, { force: true });
   };
   const refused = (e: unknown, after: string) => {
-    const code = (e as { code?: unknown }).code;
-    const full = code === 'ENOSPC' || code === 'EDQUOT';
+    const refusal = machineRefusal(e);
+    const full = refusal !== null && refusal !== 'is read-only';
     return new MeshError('E_TOKEN_OUT', `cannot write the token to ${out}: ${(e as Error).message}${full ? ': free space there, then issue it again' : ''}; ${after}`, { next: full ? 'retry' : 'human', cause: e });
   };
   try {
