@@ -48,6 +48,17 @@ describe('the example fleet', () => {
     expect(readFileSync(token, 'utf8')).toContain('url: http://127.0.0.1:1/fleet.git');
   });
 
+  it('init refuses a remote git could not push to (no URL, no ssh address, no folder there), creating nothing; a bare repository beside it is taken', async () => {
+    const checkout = join(dir, 'bad-remote');
+    const refused = await cli(dir, 'init', checkout, '--remote', 'fleet-repo', '--signing-key', key, '--signer', 'test@localhost');
+    expect([refused.code, refused.stderr]).toEqual([2, `mesh-cli: --remote fleet-repo is neither a URL (https://HOST/PATH), an ssh address (git@HOST:PATH) nor a folder that exists (from ${checkout}): give the address of the fleet repository to push to; nothing was created\n`]);
+    expect(existsSync(checkout)).toBe(false);
+    await git(dir, 'init', '--quiet', '--bare', 'beside.git');
+    const taken = await cli(dir, 'init', checkout, '--remote', '../beside.git', '--signing-key', key, '--signer', 'test@localhost');
+    expect(taken.code, taken.stderr).toBe(0);
+    expect(await git(checkout, 'push', '--quiet', 'origin', 'main')).toBe('');
+  });
+
   it('init --example gives groups, roles and variables that validate and render for nodes placed in them', async () => {
     const checkout = join(dir, 'example');
     expect((await cli(dir, 'init', checkout, '--example', '--signing-key', key, '--signer', 'test@localhost')).code).toBe(0);

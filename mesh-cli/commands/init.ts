@@ -40,6 +40,7 @@ export interface InitOptions {
 export async function initFleet(dir: string, opts: InitOptions = {}): Promise<{ commit: string; key: SigningKey }> {
   const target = resolve(dir);
   if (existsSync(target) && readdirSync(target).length > 0) throw new MeshError('E_NOT_EMPTY', `${target} is not empty: pick a new folder for the fleet repo`);
+  if (opts.remote !== undefined) checkRemote(opts.remote, target);
   const remote = opts.remote === undefined ? null : splitCredential(opts.remote);
   const key = await operatorKey(opts.signingKey);
   mkdirSync(target, { recursive: true });
@@ -84,6 +85,16 @@ async function addOrigin(dir: string, remote: { plain: string; credential: strin
   const file = join(dir, '.git', 'mesh-credentials');
   writeFileSync(file, remote.credential, { mode: 0o600, flag: 'wx' });
   await git(dir, ['config', '--local', 'credential.helper', `store --file '${file.replace(/'/g, `'\\''`)}'`]);
+}
+
+/**
+ * Refuse a remote git could not push to: neither a URL (https://…, ssh://…, file://…), nor an
+ * scp-like address (git@host:path), nor a folder that exists (a bare repository on this machine;
+ * a relative path is git's, from the new checkout `target`).
+ */
+function checkRemote(remote: string, target: string): void {
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(remote) || /^[^/:]+:/.test(remote) || existsSync(resolve(target, remote))) return;
+  throw new MeshError('E_BAD_REMOTE', `--remote ${remote} is neither a URL (https://HOST/PATH), an ssh address (git@HOST:PATH) nor a folder that exists (from ${target}): give the address of the fleet repository to push to; nothing was created`);
 }
 
 /** mesh.yaml with `trust: signed` and the operator's key as its one signer (the example's comments kept). */
