@@ -31,14 +31,17 @@ export const FOREIGN_FIELDS: Readonly<Record<string, Readonly<Record<string, str
   command: {
     command: 'write run:',
     cmd: 'write run:',
-    onlyif: 'write unless: with the test turned round (the command runs when unless exits non-zero)',
+    chdir: 'write cwd:',
+    become_user: 'write user:',
+    env: 'write environment: { NAME: value }',
+    path: "write environment: { PATH: /usr/sbin:/usr/bin:/sbin:/bin }, or give run the program's full path",
     refreshonly: 'write onChange: [type:id, ...]: the command then runs only when one of those changed in the pass',
   },
 };
 
 /** Resource types of other tools (Puppet's exec, Ansible's copy and template modules, …) by what mesh declares instead. */
 export const FOREIGN_TYPES: Readonly<Record<string, string>> = {
-  exec: 'write type: command (run:, with onChange:, creates: or unless: as its guard)',
+  exec: 'write type: command (run:, with onChange:, creates:, unless: or onlyif: as its guard)',
   shell: 'write type: command with run: as one string and shell: true',
   script: 'write type: command',
   copy: 'write type: file (content: or source:)',

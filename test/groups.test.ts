@@ -253,7 +253,7 @@ describe('validate and plan read the layout', { timeout: 90_000 }, () => {
       'resources:',
       '  - type: service', '    name: nginx', '    state: started',
       '  - type: file', '    path: /etc/nginx/nginx.conf', '    content: "x\\n"', '    notify: service:nginx',
-      '  - type: command', '    name: migrate', '    run: [app, migrate]', '    onlyif: [test, -f, /srv/app/pending]',
+      '  - type: command', '    name: migrate', '    run: [app, migrate]', '    chdir: /srv/app',
       '  - type: directory', '    path: /srv/app', '    wibble: 1',
       '',
     ].join('\n');
@@ -262,13 +262,13 @@ describe('validate and plan read the layout', { timeout: 90_000 }, () => {
     expect(await validateWith({ 'nodes/web/templated.yaml': templated, 'nodes/web/foreign.yaml': declaration, 'roles/foreign.yaml': 'resources:\n  - type: package\n    name: nginx\n    state: latest\n  - type: exec\n    name: reload\n  - type: package\n    name: curl\n    ensure: installed\n  - type: package\n    name: redis\n    version: latest\n' })).toEqual({ code: 1, lines: [
       "nodes/web/foreign.yaml:4:5: resources.0: unknown field 'state': write running: true (started) or running: false (stopped), and enabled: true or false for at boot",
       "nodes/web/foreign.yaml:8:5: resources.1: unknown field 'notify': mesh has no notify: the resource that reacts names what it watches (a service's restartOn: [/etc/app.conf] restarts it, a command's onChange: [file:/etc/app.conf] runs it)",
-      "nodes/web/foreign.yaml:12:5: resources.2: unknown field 'onlyif': write unless: with the test turned round (the command runs when unless exits non-zero)",
+      "nodes/web/foreign.yaml:12:5: resources.2: unknown field 'chdir': write cwd:",
       "nodes/web/foreign.yaml:15:5: resources.3: unknown field 'wibble'",
       'nodes/web/templated.yaml:4:18: unknown variable nope: a template reads vars, node, facts, secrets',
       "nodes/web/templated.yaml:6:15: unknown variable vars.mode: set it in a vars.yaml (nodes/, the node's groups or the node), or give a fallback with | default: VALUE",
       "nodes/web/templated.yaml:7:5: resources.0: unknown field 'subscribe': mesh has no notify: the resource that reacts names what it watches (a service's restartOn: [/etc/app.conf] restarts it, a command's onChange: [file:/etc/app.conf] runs it)",
       'roles/foreign.yaml:4:5: resources.0: unknown field \'state\': write ensure: present or ensure: absent, and pin a version with version: "1.2-1" (there is no latest: a package is installed once and upgraded when version changes)',
-      "roles/foreign.yaml:5:11: resources.1.type: unknown type 'exec' (expected one of: file, directory, symlink, package, service, user, group, command): write type: command (run:, with onChange:, creates: or unless: as its guard)",
+      "roles/foreign.yaml:5:11: resources.1.type: unknown type 'exec' (expected one of: file, directory, symlink, package, service, user, group, command): write type: command (run:, with onChange:, creates:, unless: or onlyif: as its guard)",
       'roles/foreign.yaml:9:13: resources.2.ensure: Invalid option: expected one of "present"|"absent": write ensure: present',
       'roles/foreign.yaml:12:14: resources.3.version: \'latest\' is not a version apt knows: mesh installs a package once and upgrades it when version changes, so give the Debian version to hold (such as "1.22.1-9", as \'apt-cache policy NAME\' lists it), or leave version out to install the candidate',
     ] });
