@@ -11,9 +11,8 @@ import { resourceId } from '../schema/resource-id.js';
 import { dropInDir, unitFile } from '../core/declaration/unit-file.js';
 import type { OwnedRecord } from '../schema/report.js';
 import { safeDiff, SENSITIVE_CHANGE } from '../core/unified-diff.js';
+import { BODIES } from '../core/declaration/render-with.js';
 
-/** The fields a secret may be read in (render.ts): for a resource that read one they are shown without their values. */
-const BODIES = new Set(['content', 'run', 'unless']);
 
 /** One field of a resource that changes. */
 export interface FieldChange {
@@ -70,6 +69,7 @@ export function diffDeclarations(base: Resource[], head: Resource[], sensitive: 
       continue;
     }
     const before = (observed.get(step.id) ?? null) as Resource | null;
+    // The fields a secret may be read in (BODIES) are shown without their values for a resource that read one.
     if (sensitive.has(step.id)) {
       const fields = fieldChanges(before, step.resource).map((f) => (BODIES.has(f.field) ? { field: f.field } : f));
       changes.push({ action: step.create ? 'add' : 'change', id: step.id, fields, diff: [SENSITIVE_CHANGE], sensitive: true });

@@ -28,7 +28,7 @@ export function describeFields(c: ResourceChange): string {
   if (c.action === 'remove' && c.id.startsWith('command:')) return 'it owns nothing: removing it runs nothing';
   const value = (v: unknown) => JSON.stringify(v);
   const one = (f: FieldChange) => {
-    if (f.field === 'content') return 'content';
+    if (f.field === 'content' || !('from' in f || 'to' in f)) return f.field; // content, or a body shown without its value (it reads a secret)
     if (c.action === 'add') return `${f.field} ${value(f.to)}`;
     if (!('from' in f)) return `${f.field} set to ${value(f.to)}`;
     if (!('to' in f)) return `${f.field} unset (was ${value(f.from)})`;

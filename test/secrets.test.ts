@@ -141,6 +141,8 @@ describe('secrets: values only the nodes they are for can read', { timeout: 240_
     const changes = JSON.parse(plan.stdout).nodes.flatMap((n: { changes: Array<{ id: string; diff?: string[] }> }) => n.changes);
     expect(changes.find((c: { id: string }) => c.id === 'file:/etc/db.conf')).toMatchObject({ diff: ['changed (sensitive)'], sensitive: true });
     const planText = await cli(fleet.checkout, 'plan', '--base', 'HEAD~1');
+    // A body that reads a secret is named, without its value.
+    expect(planText.stdout).toContain('  + command:show-password: run\n      changed (sensitive)\n');
     const status = await cli(fleet.checkout, 'status', '--json');
     const page = join(fleet.dir, 'fleet.html');
     await cli(fleet.checkout, 'status', '--html', page);

@@ -36,8 +36,8 @@ import { varsWith, type LayeredVars } from './vars-levels.js';
 import type { LoadSchemas, Schemas } from './schemas.js';
 import { placeholders } from '../secrets/placeholder.js';
 
-/** Bodies: rendered only when their resource says `template: true` (a file's content; a command's run, unless, onlyif and environment). */
-const BODIES = new Set(['content', 'run', 'unless', 'onlyif', 'environment']);
+/** Bodies: rendered only when their resource says `template: true` (a file's content; a command's run, unless, onlyif and environment), and the only fields a secret may be read in. */
+export const BODIES: ReadonlySet<string> = new Set(['content', 'run', 'unless', 'onlyif', 'environment']);
 const BOOLEAN_FIELDS = new Set(['enabled', 'running', 'system', 'template', 'shell']);
 const INTEGER_FIELDS = new Set(['uid', 'gid']);
 /** The secrets' file at each level (core/secrets/levels.ts reads it). */
