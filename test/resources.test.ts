@@ -175,6 +175,15 @@ describe('a resource that failed and is then dropped', () => {
 describe('directory', () => {
   const dir = (path: string, extra = '') => `  - type: directory\n    path: ${path}\n${extra}`;
 
+  it('declared absent while it holds something, fails naming what it holds and what to do, and removes nothing', async () => {
+    const root = machine();
+    mkdirSync(join(root, 'srv/old/sub'), { recursive: true });
+    for (const f of ['a', 'b', 'c', 'd']) writeFileSync(join(root, 'srv/old', f), 'x\n');
+    const { body } = await apply(root, dir('/srv/old', '    ensure: absent\n'));
+    expect(body.resources).toEqual([{ id: 'directory:/srv/old', result: 'failed', changes: ['directory exists, should be absent'], error: '/srv/old is not empty (/srv/old/a, /srv/old/b, /srv/old/c and 2 more); mesh removes only empty directories: declare what it holds absent too, or remove it by hand' }]);
+    expect(existsSync(join(root, 'srv/old/sub'))).toBe(true);
+  });
+
   it('is created with its mode and owner, read back, and a mode changed by hand is repaired as drift', async () => {
     const root = machine();
     const decl = dir('/srv/app', '    mode: "0750"\n    owner: ops\n');

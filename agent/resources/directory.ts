@@ -16,7 +16,11 @@ export const directoryHandler = nodeHandler<DirectoryResource>('directory', {
     if (r.ensure === 'absent') {
       if (!now) return;
       if (now.kind !== 'directory') throw new MeshError('E_CONFLICT', `${r.path} is a ${now.kind}, not a directory`);
-      if (readdirSync(real).length > 0) throw new MeshError('E_NOT_EMPTY', `${r.path} is not empty; mesh removes only empty directories`);
+      const held = readdirSync(real).sort();
+      if (held.length > 0) {
+        const named = held.slice(0, 3).map((n) => `${r.path.replace(/\/$/, '')}/${n}`).join(', ') + (held.length > 3 ? ` and ${held.length - 3} more` : '');
+        throw new MeshError('E_NOT_EMPTY', `${r.path} is not empty (${named}); mesh removes only empty directories: declare what it holds absent too, or remove it by hand`);
+      }
       rmdirSync(real);
       return;
     }
