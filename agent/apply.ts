@@ -30,6 +30,8 @@ import type { Store } from './store/core.js';
 export async function observe(desired: Resource[], ctx: ResourceContext): Promise<{ observed: Map<string, Observed>; errors: Map<string, string> }> {
   const observed = new Map<string, Observed>();
   const errors = new Map<string, string>();
+  ctx.pass.declared.clear();
+  for (const r of desired) if ('path' in r) ctx.pass.declared.add(r.path);
   for (const r of desired) {
     try {
       observed.set(resourceId(r), await handlerFor(r).read(r, ctx));

@@ -54,13 +54,17 @@ export const FileResource = z
   })
   .refine((f) => !(f.content !== undefined && f.source !== undefined), { message: 'give either content or source, not both' });
 
-export const DirectoryResource = z.strictObject({
-  type: z.literal('directory'),
-  path: absolutePath,
-  mode: mode.optional(),
-  ...ownership,
-  ensure,
-});
+export const DirectoryResource = z
+  .strictObject({
+    type: z.literal('directory'),
+    path: absolutePath,
+    mode: mode.optional(),
+    ...ownership,
+    ensure,
+    /** Move away every file and link directly in it that this node does not declare (Puppet's purge; folders in it are left). */
+    purge: z.boolean().optional(),
+  })
+  .refine((d) => !(d.purge && d.ensure === 'absent'), { message: 'purge empties a directory that stays: drop purge, or ensure: absent', path: ['purge'] });
 
 export const SymlinkResource = z
   .strictObject({

@@ -8,7 +8,7 @@
  * absent here: the host must say `unverified`, and these tests check that it does.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyPlan, observe } from '../agent/apply.js';
@@ -174,6 +174,29 @@ describe('a resource that failed and is then dropped', () => {
 
 describe('directory', () => {
   const dir = (path: string, extra = '') => `  - type: directory\n    path: ${path}\n${extra}`;
+
+  it('with purge: true, moves every file and link in it that is not declared to the state folder, leaves folders, and does so again as drift', async () => {
+    const root = machine();
+    mkdirSync(join(root, 'etc/sudoers.d/sub'), { recursive: true });
+    writeFileSync(join(root, 'etc/sudoers.d/old'), 'old\n');
+    writeFileSync(join(root, 'etc/sudoers.d/sub/keep'), 'keep\n');
+    symlinkSync('/nowhere', join(root, 'etc/sudoers.d/link'));
+    const decl = dir('/etc/sudoers.d', '    purge: true\n') + '  - type: file\n    path: /etc/sudoers.d/ops\n    content: "%ops ALL=(ALL) ALL\\n"\n';
+    const first = await apply(root, decl);
+    expect(first.body.resources).toEqual([
+      { id: 'directory:/etc/sudoers.d', result: 'updated', changes: ['purge: link, old are not declared (moved to /var/lib/mesh-host/purged/)'] },
+      { id: 'file:/etc/sudoers.d/ops', result: 'created', changes: ['absent, should be a file'] },
+    ]);
+    expect(readdirSync(join(root, 'etc/sudoers.d')).sort()).toEqual(['ops', 'sub']);
+    const [kept] = readdirSync(join(root, 'var/lib/mesh-host/purged'));
+    expect(readFileSync(join(root, 'var/lib/mesh-host/purged', kept!, 'etc/sudoers.d/old'), 'utf8')).toBe('old\n');
+    expect(readlinkSync(join(root, 'var/lib/mesh-host/purged', kept!, 'etc/sudoers.d/link'))).toBe('/nowhere');
+    expect((await apply(root, decl)).body.resources.map((l) => l.result)).toEqual(['unchanged', 'unchanged']);
+    writeFileSync(join(root, 'etc/sudoers.d/dropped-in'), 'x\n');
+    expect((await apply(root, decl)).body.resources[0]).toEqual({ id: 'directory:/etc/sudoers.d', result: 'updated', changes: ['purge: dropped-in is not declared (moved to /var/lib/mesh-host/purged/)'], drift: true });
+    expect(readdirSync(join(root, 'etc/sudoers.d')).sort()).toEqual(['ops', 'sub']);
+    expect((await apply(root, dir('/etc/sudoers.d', '    purge: true\n    ensure: absent\n'))).body.errors.map((e) => e.message)).toEqual([expect.stringContaining('resources.0.purge: purge empties a directory that stays: drop purge, or ensure: absent')]);
+  });
 
   it('declared absent while it holds something, fails naming what it holds and what to do, and removes nothing', async () => {
     const root = machine();

@@ -78,11 +78,13 @@ export interface PassCache {
   idTables: Map<string, unknown>;
   writes: WriteBatch;
   dirsToSync: Set<string>;
+  /** The paths the pass's declaration names (apply.ts observe): what a purged directory keeps. */
+  declared: Set<string>;
 }
 
 /** The caches of a new pass: empty. */
 export function newPass(): PassCache {
-  return { realDirs: new Set(), realChains: new Set(), idTables: new Map(), writes: new WriteBatch(), dirsToSync: new Set() };
+  return { realDirs: new Set(), realChains: new Set(), idTables: new Map(), writes: new WriteBatch(), dirsToSync: new Set(), declared: new Set() };
 }
 
 /** The context of one pass of the host given by `host`. */

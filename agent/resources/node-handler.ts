@@ -25,6 +25,8 @@ interface NodeParts<R extends NodeResource> {
   apply(r: R, now: NodeState | null, real: string, ctx: ResourceContext): Promise<void>;
   prior: Handler<R>['prior'];
   needs?: Handler<R>['needs'];
+  /** What else `read` observes of the node `now` (at `real`), beside its kind, mode and owners. */
+  observe?(r: R, now: NodeState, real: string, ctx: ResourceContext): Partial<NodeState>;
 }
 
 /** A handler for a filesystem node of kind `kind`, from the parts that are its own. */
@@ -33,7 +35,8 @@ export function nodeHandler<R extends NodeResource>(kind: NodeState['kind'], par
     needs: (r) => [...parentNeeds(r.path), ...(parts.needs?.(r) ?? [])],
     ...(parts.staged ? { staged: true } : {}),
     async read(r, ctx) {
-      return readNode(ctx, r.path, parts.withContent);
+      const now = readNode(ctx, r.path, parts.withContent);
+      return now && parts.observe ? { ...now, ...parts.observe(r, now, underRoot(ctx.root, r.path), ctx) } : now;
     },
     diff(r, observed) {
       const now = observed as NodeState | null;
