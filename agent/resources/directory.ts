@@ -2,7 +2,8 @@
  * `directory`: one directory with its mode and ownership, or its absence (only when empty). With
  * `purge: true` it also holds nothing this node does not declare: every file and link directly in
  * it that no resource names is moved to the host's state folder (purged/TIME/PATH, as Puppet's
- * filebucket keeps what it replaces), never deleted; folders in it are left alone.
+ * filebucket keeps what it replaces), never deleted; folders (and sockets, pipes, devices) in it
+ * are left alone.
  */
 import { copyFileSync, chmodSync, chownSync, lstatSync, mkdirSync, readdirSync, readlinkSync, renameSync, rmdirSync, symlinkSync, unlinkSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -60,7 +61,7 @@ export const directoryHandler = nodeHandler<DirectoryResource>('directory', {
 function undeclaredIn(path: string, real: string, ctx: ResourceContext): string[] {
   const base = path.replace(/\/$/, '');
   return readdirSync(real, { withFileTypes: true })
-    .filter((e) => !e.isDirectory() && !ctx.pass.declared.has(`${base}/${e.name}`) && !/^\..*\.mesh-tmp$/.test(e.name))
+    .filter((e) => (e.isFile() || e.isSymbolicLink()) && !ctx.pass.declared.has(`${base}/${e.name}`) && !/^\..*\.mesh-tmp$/.test(e.name))
     .map((e) => e.name)
     .sort();
 }
