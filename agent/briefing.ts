@@ -18,7 +18,6 @@ import { verifyReport } from '../core/report/verify.js';
 import { fromRecoveryCopy } from './report.js';
 import { sameKeyIfWellFormed } from '../core/sign/sshsig.js';
 
-
 /** `enrolled` when every line passed, else `ineligible`. */
 export function briefingOutcome(lines: BriefingLine[]): 'enrolled' | 'ineligible' {
   return lines.every((l) => l.ok) ? 'enrolled' : 'ineligible';
@@ -49,7 +48,7 @@ export async function clockLine(http: HttpClient, url: string, now: () => Date):
 
 /**
  * A report line when this machine's clock is off the fleet server's by more than enrolment allows,
- * as the pass's own requests found it (`clock`: the Date of the server's last answer); null
+ * as the pass's own requests found it (`clock`: from the Date of the server's last answer); null
  * otherwise. The clock drifted since enrolment: a report stamped by it misleads whoever reads it.
  */
 export function clockSkewLine(clock: ServerClock | null): Report['errors'][number] | null {

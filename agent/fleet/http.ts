@@ -44,8 +44,6 @@ export interface FleetHttp extends HttpClient {
 export interface ServerClock {
   /** How far this machine's clock is ahead of the server's (negative: behind), in ms; the header's second is its whole resolution. */
   skewMs: number;
-  /** The server's Date header. */
-  date: string;
 }
 
 /**
@@ -160,7 +158,7 @@ export function fleetHttp(opts: { timeoutMs?: number; credential?: Credential; p
       const res = await base.request({ ...req, headers, agent, fetchOptions: { timeout } } as Parameters<HttpClient['request']>[0]);
       const date = headerOf(res, 'date');
       const server = date === undefined ? NaN : Date.parse(date);
-      if (!Number.isNaN(server)) clock = { skewMs: Math.round((sent + Date.now()) / 2 - server), date: date! };
+      if (!Number.isNaN(server)) clock = { skewMs: Math.round((sent + Date.now()) / 2 - server) };
       if (res.statusCode === 429 || res.statusCode === 503) throw await busy(req.url, res);
       return res;
     },

@@ -15,7 +15,7 @@ import { assertParent, attributeDiff, nodeHandler, normalMode, ownerNeeds } from
 import type { ResourceContext } from './handler.js';
 
 /** Where purged entries go, under the root: the host's state folder (var/lib/mesh-host/purged). */
-export const PURGED = '/var/lib/mesh-host/purged';
+const PURGED = '/var/lib/mesh-host/purged';
 
 export const directoryHandler = nodeHandler<DirectoryResource>('directory', {
   withContent: false,
