@@ -3,8 +3,9 @@
  * host's own config and state resolve under it. Production uses "/".
  */
 import { lstatSync, readlinkSync } from 'node:fs';
-import { dirname, isAbsolute, join, normalize, posix, resolve, sep } from 'node:path';
+import { dirname, isAbsolute, join, normalize, resolve, sep } from 'node:path';
 import { MeshError } from '../core/errors.js';
+import { throughLink } from '../core/declaration/links.js';
 
 export interface HostPaths {
   root: string;
@@ -96,7 +97,7 @@ export function symlinkParent(root: string, machinePath: string, link: string): 
   const linkPath = link.slice(resolve(root).length) || '/';
   try {
     const target = readlinkSync(link);
-    const real = posix.join(posix.resolve(posix.dirname(linkPath), target), machinePath.slice(linkPath.length));
+    const real = throughLink(linkPath, target, machinePath);
     return new MeshError('E_PATH', `${machinePath}: the parent ${linkPath} is a symlink to ${target}, and mesh does not write through symlinks: declare it at the path the link leads to, ${real}`);
   } catch {
     return new MeshError('E_PATH', `${machinePath}: the parent ${linkPath} is a symlink, and mesh does not write through symlinks`);

@@ -47,9 +47,11 @@ function linkAbove(path: string, links: Map<string, string>): string | undefined
 /** Where `path` really lands once the declared symlinks above it are followed. */
 function realPath(path: string, links: Map<string, string>): string {
   let p = path;
-  for (let hops = 0, link = linkAbove(p, links); link && hops < 40; hops++, link = linkAbove(p, links)) {
-    const target = links.get(link)!;
-    p = posix.normalize(join(target.startsWith('/') ? target : join(dirname(link), target), p.slice(link.length)));
-  }
+  for (let hops = 0, link = linkAbove(p, links); link && hops < 40; hops++, link = linkAbove(p, links)) p = throughLink(link, links.get(link)!, p);
   return p;
+}
+
+/** Where `path`, under the symlink `link` that points at `target` (absolute, or relative to the link's folder), lands. */
+export function throughLink(link: string, target: string, path: string): string {
+  return posix.normalize(join(target.startsWith('/') ? target : join(dirname(link), target), path.slice(link.length)));
 }
