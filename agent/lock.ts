@@ -28,6 +28,16 @@ export function acquireLock(paths: HostPaths): () => void {
   mkdirSync(dirname(paths.lock), { recursive: true });
   const me: Holder = { pid: process.pid, start: startTime(process.pid) ?? '?' };
   const tmp = `${paths.lock}.${process.pid}.tmp`;
+  const release = () => {
+    held.delete(paths.lock);
+    const holder = readHolder(paths.lock);
+    if (holder?.pid === me.pid && holder.start === me.start) rmQuiet(paths.lock);
+  };
+  // Hooked before the lock exists: a SIGTERM that comes as soon as it does is handled (after this
+  // function returns) and releases it, where with no listener yet it would kill at once and leave
+  // it behind. Released before it is ours, it removes nothing: release checks the holder.
+  held.set(paths.lock, release);
+  hookExit();
   try {
     writeFileSync(tmp, `${me.pid} ${me.start}\n`); // inside: a write that fails (a full disk) leaves no empty tmp behind
     for (let attempt = 0; ; attempt++) {
@@ -37,16 +47,12 @@ export function acquireLock(paths: HostPaths): () => void {
       if (attempt >= 20) throw new MeshError('E_LOCKED', `cannot take the lock ${paths.lock} on ${paths.root}: it keeps changing hands; try again`, { next: 'retry' });
       breakStale(paths.lock, holder);
     }
+  } catch (e) {
+    held.delete(paths.lock);
+    throw e;
   } finally {
     rmQuiet(tmp);
   }
-  const release = () => {
-    held.delete(paths.lock);
-    const holder = readHolder(paths.lock);
-    if (holder?.pid === me.pid && holder.start === me.start) rmQuiet(paths.lock);
-  };
-  held.set(paths.lock, release);
-  hookExit();
   return release;
 }
 
