@@ -16,6 +16,8 @@ export function collectFacts(root: string): Facts {
     hostname: machineName(root),
     os: profile.os,
     osVersion: profile.osVersion,
+    osCodename: profile.osCodename ?? 'unknown',
+    osFamily: profile.osFamily ?? 'unknown',
     arch: profile.arch,
     cpus: profile.cpus,
     memoryMb: Math.round(profile.memoryBytes / 2 ** 20),

@@ -17,6 +17,8 @@ export function collectProfile(root: string): Profile {
     os: osRelease.ID ?? 'unknown',
     osVersion: osRelease.VERSION_ID ?? 'unknown',
     osName: osRelease.PRETTY_NAME ?? 'unknown',
+    osCodename: osRelease.VERSION_CODENAME || 'unknown',
+    osFamily: osRelease.ID_LIKE?.split(/\s+/)[0] || osRelease.ID || 'unknown',
     arch: arch(),
     kernel: release(),
     cpus: cpus().length,

@@ -11,7 +11,7 @@ import { digestOf, loadDeclaration, type DeclarationResult } from '../core/decla
 import { levelsOf, readLayout, type NodePlace } from '../core/fleet/layout.js';
 import { commitTree, type FleetTree } from './tree.js';
 import { git } from './git.js';
-import { PLACEHOLDER_FACTS, type Facts } from '../schema/facts.js';
+import { PLACEHOLDER_FACTS, type ReportedFacts } from '../schema/facts.js';
 
 /** Every node in `tree` and where it sits under nodes/ (core's layout: a folder holding node.yaml is a node, any other a group). */
 export async function nodePlaces(tree: FleetTree): Promise<Map<string, NodePlace>> {
@@ -19,7 +19,7 @@ export async function nodePlaces(tree: FleetTree): Promise<Map<string, NodePlace
 }
 
 /** The facts a node is rendered with, when known (from its last verified report); placeholders otherwise. */
-export type FactsOf = (node: string) => Facts | undefined;
+export type FactsOf = (node: string) => ReportedFacts | undefined;
 
 /** The declaration of each of `nodes` (every node in `tree` when not given) by node name; a node not in `tree` has an empty one. */
 export async function loadAll(tree: FleetTree, nodes?: string[], known?: Map<string, NodePlace>, factsOf?: FactsOf): Promise<Map<string, DeclarationResult>> {

@@ -8,7 +8,7 @@
 import { NodeIdentity } from '../schema/fleet.js';
 import { loadYaml } from '../core/load.js';
 import type { Report, ReportView } from '../schema/report.js';
-import type { Facts } from '../schema/facts.js';
+import type { ReportedFacts } from '../schema/facts.js';
 import { verifyReport, type Verdict, type VerifiedReport } from '../core/report/verify.js';
 import { messageOf, placed } from '../core/errors.js';
 import type { ChainVerdict } from './chain.js';
@@ -154,7 +154,7 @@ export function trusted<R extends ReportView>(verified: (Verdict & { report?: R 
 }
 
 /** Each reported node's facts, from its last verified report: what its host renders with, so plan and status render with them too. */
-export async function reportedFacts(fleet: Fleet): Promise<(node: string) => Facts | undefined> {
+export async function reportedFacts(fleet: Fleet): Promise<(node: string) => ReportedFacts | undefined> {
   const known = await lastReports(fleet, await reportedNodes(fleet));
   return (node) => trusted(known.get(node))?.facts;
 }

@@ -4,12 +4,12 @@
  * for by the token key named in node.yaml, so anyone with main can check the chain.
  */
 import * as z from 'zod';
-import { Facts } from './facts.js';
+import { ReportedFacts } from './facts.js';
 import { NodeName } from './fleet.js';
 
 export { REPORT_NAMESPACE, VOUCH_NAMESPACE, vouchPayload } from './signing.js';
 
-export const ResourceResult = z.strictObject({
+export const ResourceResult = z.object({
   id: z.string(),
   /**
    * unchanged: read back and in sync; created/updated/removed/restored: changed and read back; unverified: some part
@@ -49,6 +49,9 @@ export const Profile = z.looseObject({
   os: z.string(),
   osVersion: z.string(),
   osName: z.string(),
+  /** os-release VERSION_CODENAME and the first word of ID_LIKE (or ID): absent from an older host's profile. */
+  osCodename: z.string().optional(),
+  osFamily: z.string().optional(),
   arch: z.string(),
   kernel: z.string(),
   cpus: z.number().int(),
@@ -68,7 +71,12 @@ export const Inventory = z.looseObject({
   declaredPaths: z.array(z.strictObject({ id: z.string(), kind: z.string() })),
 });
 
-export const Report = z.strictObject({
+/**
+ * A newer host may say more: a reader reads the fields it knows and passes over the others (the
+ * report is signed whole, so they are still the node's word); its facts, profile and inventory
+ * are kept whole. A change that a reader must understand is a new `format`.
+ */
+export const Report = z.object({
   format: z.literal(1),
   node: NodeName,
   generation: z.number().int().nonnegative(),
@@ -89,9 +97,9 @@ export const Report = z.strictObject({
    * (unsigned, signed by an untrusted key, or not descending from `lastApplied`).
    */
   outcome: z.enum(['enrolled', 'applied', 'unverified', 'failed', 'ineligible', 'retired', 'untrusted']),
-  errors: z.array(z.strictObject({ code: z.string(), message: z.string(), file: z.string().optional(), line: z.number().optional(), col: z.number().optional() })).default([]),
+  errors: z.array(z.object({ code: z.string(), message: z.string(), file: z.string().optional(), line: z.number().optional(), col: z.number().optional() })).default([]),
   resources: z.array(ResourceResult).default([]),
-  counts: z.strictObject({ changed: z.number(), drift: z.number(), failed: z.number(), unchanged: z.number() }).optional(),
+  counts: z.object({ changed: z.number(), drift: z.number(), failed: z.number(), unchanged: z.number() }).optional(),
   owned: z.array(OwnedRecord).default([]),
   /** The key that signed `commit`, verified by the host against its trusted keys; null when unsigned or not trusted. */
   signer: Signer.nullable().optional(),
@@ -102,7 +110,7 @@ export const Report = z.strictObject({
   /** The node's age recipient: secrets for this node are encrypted to it (the newest verified report's is the current one). */
   recipient: z.string().optional(),
   /** The facts this pass rendered its declaration with (plan and status --commit render with them). */
-  facts: Facts.optional(),
+  facts: ReportedFacts.optional(),
   profile: Profile.optional(),
   inventory: Inventory.optional(),
   briefing: z.array(BriefingLine).optional(),

@@ -91,7 +91,7 @@ async function main() {
     for (const d of ['etc', 'srv', 'var/log', 'var/lib/dpkg']) mkdirSync(join(root, d), { recursive: true });
     writeFileSync(join(root, 'var/lib/dpkg/status'), ''); // an (empty) package database: a machine with a package manager
     writeFileSync(join(root, 'etc/hostname'), `${node}.lab\n`); // facts of a simulated machine: its hostname and its OS
-    writeFileSync(join(root, 'etc/os-release'), 'ID=debian\nVERSION_ID="12"\n');
+    writeFileSync(join(root, 'etc/os-release'), 'ID=debian\nVERSION_ID="12"\nVERSION_CODENAME=bookworm\n');
     show('mesh-host', ['enrol', '--token-file', join(work, `${node}.token`), '--root', root], work);
   }
 

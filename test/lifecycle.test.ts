@@ -73,7 +73,7 @@ describe('enrolment', () => {
   it('pushes profile, inventory and briefing in the first report, before any change to the root', async () => {
     await fleet.commit({ 'nodes/web-1/base.yaml': 'resources:\n  - type: file\n    path: /etc/motd\n    content: "managed\\n"\n  - type: directory\n    path: /srv/app\n' }, 'web-1');
     const root = machine(fleet, 'web-1');
-    writeFileSync(join(root, 'etc/os-release'), 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\nVERSION_ID="12"\n');
+    writeFileSync(join(root, 'etc/os-release'), 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\nVERSION_ID="12"\nVERSION_CODENAME=bookworm\n');
     writeFileSync(join(root, 'etc/motd'), 'welcome\n');
     writeFileSync(
       join(root, 'var/lib/dpkg/status'),
@@ -97,7 +97,7 @@ describe('enrolment', () => {
     const r = first!.report;
     expect(r).toMatchObject({ kind: 'enrolment', outcome: 'enrolled', sequence: 1, previous: null, commit: main, generation: 1, errors: [], resources: [], owned: [] });
     expect(r.profile).toEqual({
-      os: 'debian', osVersion: '12', osName: 'Debian GNU/Linux 12 (bookworm)', arch: expect.any(String), kernel: expect.any(String),
+      os: 'debian', osVersion: '12', osName: 'Debian GNU/Linux 12 (bookworm)', osCodename: 'bookworm', osFamily: 'debian', arch: expect.any(String), kernel: expect.any(String),
       cpus: expect.any(Number), memoryBytes: expect.any(Number), packageManager: 'dpkg', initSystem: 'unknown', hostVersion: expect.any(String),
     });
     expect(r.inventory).toEqual({ packages: { curl: '7.88.1-10', nginx: '1.22.1-9' }, services: ['nginx.service'], declaredPaths: [{ id: 'file:/etc/motd', kind: 'file' }] });

@@ -4,8 +4,9 @@ import { readLayout } from '../core/fleet/layout.js';
 import { renderDeclaration, type RenderResult } from '../core/declaration/render.js';
 import type { Facts } from '../schema/facts.js';
 import { fromFiles } from '../mesh-cli/tree.js';
+import { parseReport } from '../core/report/verify.js';
 
-const facts: Facts = { hostname: 'h', os: 'debian', osVersion: '12', arch: 'x64', cpus: 4, memoryMb: 2048 };
+const facts: Facts = { hostname: 'h', os: 'debian', osVersion: '12', osCodename: 'bookworm', osFamily: 'debian', arch: 'x64', cpus: 4, memoryMb: 2048 };
 
 async function render(files: Record<string, string>, node: string, f: Facts = facts): Promise<RenderResult> {
   const tree = fromFiles(new Map(Object.entries(files)));
@@ -175,5 +176,35 @@ describe('render: groups, variables, roles with parameters, templates and facts'
     const files = { 'nodes/n-1/node.yaml': '', 'nodes/n-1/vars.yaml': 'v: 7\n', 'nodes/n-1/app.conf': 'v={{ vars.v }}\n', 'nodes/n-1/a.yaml': 'resources:\n  - type: file\n    path: /a\n    source: app.conf\n  - type: file\n    path: /b\n    source: app.conf\n    template: true\n' };
     const r = await render(files, 'n-1');
     expect(r.ok && r.declaration.resources).toEqual([{ type: 'file', path: '/a', content: 'v={{ vars.v }}\n' }, { type: 'file', path: '/b', content: 'v=7\n' }]);
+  });
+});
+
+describe('facts a report carries, from hosts older and newer than this reader', () => {
+  const files = (content: string) => ({ 'nodes/n-1/node.yaml': '', 'nodes/n-1/a.yaml': `resources:\n  - type: file\n    path: /etc/apt/sources.list.d/main.list\n    template: true\n    content: "${content}"\n` });
+  const report = (facts: Record<string, unknown>, more: Record<string, unknown> = {}) =>
+    JSON.stringify({
+      format: 1, node: 'n-1', generation: 1, nodeKey: 'k', vouch: 'v', hostVersion: '9.0.0', sequence: 1, previous: null, observedAt: '2026-01-01T00:00:00.000Z',
+      kind: 'reconcile', commit: 'c', digest: null, outcome: 'applied', errors: [], resources: [], owned: [], facts, ...more,
+    });
+  const first = { hostname: 'n-1', os: 'debian', osVersion: '12', arch: 'x64', cpus: 2, memoryMb: 1024 };
+
+  it("reads a newer host's report (a field and a fact it does not know) and renders with every fact the report carries", async () => {
+    const parsed = parseReport('n-1', report({ ...first, osCodename: 'bookworm', osFamily: 'debian', virtual: 'kvm' }, { uptimeClass: 'long', resources: [{ id: 'file:/x', result: 'unchanged', took: 3 }] }));
+    expect(parsed.ok && parsed.value.facts).toEqual({ ...first, osCodename: 'bookworm', osFamily: 'debian', virtual: 'kvm' });
+    if (!parsed.ok) return;
+    const r = await render(files('deb http://deb.debian.org/debian {{ facts.osCodename }} main # {{ facts.virtual }}\\n'), 'n-1', parsed.value.facts as Facts);
+    expect(r.ok && r.declaration.resources[0]).toMatchObject({ content: 'deb http://deb.debian.org/debian bookworm main # kvm\n' });
+  });
+
+  it("reads an older host's report without the later facts, and a template that reads one says why it is missing", async () => {
+    const parsed = parseReport('n-1', report(first));
+    expect(parsed.ok).toBe(true);
+    if (!parsed.ok) return;
+    const r = await render(files('deb http://deb.debian.org/debian {{ facts.osCodename }} main\\n'), 'n-1', parsed.value.facts as Facts);
+    expect(!r.ok && r.problems.map((p) => `${p.line}:${p.col}: ${p.message}`)).toEqual([
+      "5:51: unknown variable facts.osCodename: the node's last report carries no fact osCodename (its host is older than this mesh-cli); plan it after the host upgrades, or give a fallback with | default: VALUE",
+    ]);
+    const missing = parseReport('n-1', report({ hostname: 'n-1', os: 'debian' }));
+    expect(!missing.ok && missing.problems[0]?.message).toMatch(/facts\.osVersion/);
   });
 });

@@ -7,7 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Resource } from '../../schema/declaration.js';
-import type { Facts } from '../../schema/facts.js';
+import type { ReportedFacts } from '../../schema/facts.js';
 import type { Problem } from '../errors.js';
 import type { NodePlace } from '../fleet/layout.js';
 
@@ -31,7 +31,7 @@ export type FleetReader = TreeReader;
 /** What a declaration is rendered with, besides the tree. */
 export interface LoadOptions {
   /** The facts templates read: the host's own, the ones a node last reported, or placeholders. */
-  facts: Facts;
+  facts: ReportedFacts;
   /** Where the node sits, when the caller knows (a bundle, a layout already read); found otherwise. */
   place?: NodePlace;
   /** Where the node sat last time: looked at first. */

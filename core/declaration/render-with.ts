@@ -19,7 +19,7 @@
  * Every problem is collected; a declaration with any problem applies nothing.
  */
 import type { Node } from 'yaml';
-import type { Facts } from '../../schema/facts.js';
+import type { ReportedFacts } from '../../schema/facts.js';
 import type { Include, Resource } from '../../schema/declaration.js';
 import { fastDeclarationFile } from '../../schema/declaration-fast.js';
 import { FOREIGN_ENSURE, FOREIGN_FIELDS, FOREIGN_TYPES } from '../../schema/foreign-fields.js';
@@ -85,7 +85,7 @@ interface Pass {
  * `schemas` is asked for zod's schemas only when a file needs them: a declaration of plain files and directories, with plain variables and no secrets, does not
  * (render.ts `renderDeclaration` hands them at once).
  */
-export async function renderWith(tree: FleetReader, place: NodePlace, facts: Facts, revealed: Record<string, string>, schemas: LoadSchemas): Promise<RenderResult> {
+export async function renderWith(tree: FleetReader, place: NodePlace, facts: ReportedFacts, revealed: Record<string, string>, schemas: LoadSchemas): Promise<RenderResult> {
   const levels = levelsOf(place);
   const { vars, files, problems } = await varsWith((path) => tree.read(path), place, async () => (await schemas()).readVars);
   const found = await secretsOf(tree, place, schemas);

@@ -9,6 +9,7 @@
 import type * as LiquidJs from 'liquidjs';
 import type { Liquid } from 'liquidjs';
 import type { Problem } from '../errors.js';
+import { PLACEHOLDER_FACTS } from '../../schema/facts.js';
 import { VAR_NAME } from '../../schema/var-name.js';
 
 /** What a template sees. */
@@ -104,6 +105,9 @@ function hint(message: string, scope: TemplateScope): string {
   if (m?.[1] === 'vars') return `${message}: set it in a vars.yaml (nodes/, the node's groups or the node), or give a fallback with | default: VALUE`;
   if (m?.[1] === 'params') return `${message}: pass it in the include's with:, or give a fallback with | default: VALUE`;
   if (m?.[1] === 'secrets') return `${message}: set it with 'mesh-cli secret set ${m[2]} --level PATH' (a secrets.yaml at nodes/, one of the node's groups or the node)`;
+  if (m?.[1] === 'facts' && Object.hasOwn(PLACEHOLDER_FACTS, name)) {
+    return `${message}: the node's last report carries no fact ${name} (its host is older than this mesh-cli); plan it after the host upgrades, or give a fallback with | default: VALUE`;
+  }
   if (m?.[1] === 'facts') return `${message}: the facts are ${Object.keys(scope.facts).sort().join(', ') || 'none'}`;
   const bare = /^unknown variable (\w+)$/.exec(message)?.[1];
   if (bare === undefined) return message;
