@@ -14,6 +14,7 @@ import { handlerFor } from './resources/index.js';
 import type { Debug, ResourceContext } from './resources/handler.js';
 import type { Store } from './store/core.js';
 import { revealSecrets } from './secrets/reveal.js';
+import { KEEP_DAYS, prunePurged } from './purged.js';
 
 /** load → observe → plan → apply against `tree`; the result becomes the body of the report. */
 export async function applyDeclaration(host: { config: { node: string }; store: Store; ctx: ResourceContext }, tree: TreeReader, commit: string | null, opts: LoadOptions): Promise<ReportBody> {
@@ -41,6 +42,8 @@ export async function applyDeclaration(host: { config: { node: string }; store: 
   const applyMs = lap?.();
   results.push(...releases.map((s) => release(host.store, s.id)), ...closed);
   dropUndeclaredTriggers(host.store, declared);
+  const pruned = prunePurged(ctx.root, ctx.now());
+  if (pruned.length > 0) debug?.({ sets: pruned }, `purged files older than ${KEEP_DAYS} days removed`);
   results.push(...[...readErrors].map(([id, error]) => ({ id, result: 'failed' as const, error: `cannot read current state: ${error}` })));
   const failed = results.filter((r) => r.result === 'failed').length;
   const counts = { changed: results.filter(isChange).length, drift: results.filter((r) => r.drift).length, failed, unchanged: results.filter((r) => r.result === 'unchanged').length };

@@ -6,6 +6,7 @@ import type { SelfTest } from './commands/self-test.js';
 import type { NoopResult } from './commands/noop.js';
 import { EXIT } from '../core/exit.js';
 import { placed } from '../core/errors.js';
+import { KEEP_DAYS } from './purged.js';
 
 export function printPass(pass: PassResult, json: boolean): void {
   if (json) return void console.log(JSON.stringify({ ...pass.report, delivery: pass.delivery, sent: pass.sent, disconnected: pass.disconnected ?? null }));
@@ -64,6 +65,12 @@ export function printState(s: HostState, json: boolean): void {
   console.log(`owned (${s.owned.length}):`);
   for (const o of s.owned) console.log(`  ${o.id}${ownedNote(o)}`);
   for (const id of s.pending) console.log(`pending: ${id} (a change it watches calls for it; it runs on the next pass)`);
+  const p = s.purged;
+  if (p) console.log(`purged: ${p.files} file${p.files === 1 ? '' : 's'} (${sizeOf(p.bytes)}) kept in ${p.dir}, the oldest from ${p.oldest}; each is removed ${KEEP_DAYS} days after it was purged`);
+}
+
+function sizeOf(bytes: number): string {
+  return bytes < 1024 ? `${bytes} bytes` : bytes < 2 ** 20 ? `${(bytes / 1024).toFixed(1)} KB` : `${(bytes / 2 ** 20).toFixed(1)} MB`;
 }
 
 /** Why an owned resource is not verified yet: its last change failed, or the host stopped in the middle of it (or either, when no report says). */

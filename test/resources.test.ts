@@ -198,6 +198,29 @@ describe('directory', () => {
     expect((await apply(root, dir('/etc/sudoers.d', '    purge: true\n    ensure: absent\n'))).body.errors.map((e) => e.message)).toEqual([expect.stringContaining('resources.0.purge: purge empties a directory that stays: drop purge, or ensure: absent')]);
   });
 
+  it('keeps what it purged for 30 days: a pass removes older sets (and nothing else in the folder), and state says what is kept', async () => {
+    const root = machine();
+    const purged = join(root, 'var/lib/mesh-host/purged');
+    const old = new Date(Date.now() - 31 * 86_400_000).toISOString().replace(/:/g, '-');
+    const recent = new Date(Date.now() - 29 * 86_400_000).toISOString().replace(/:/g, '-');
+    for (const set of [old, recent]) {
+      mkdirSync(join(purged, set, 'etc/sudoers.d'), { recursive: true });
+      writeFileSync(join(purged, set, 'etc/sudoers.d/old-admin'), 'admin ALL=(ALL) ALL\n');
+    }
+    mkdirSync(join(purged, 'mine')); // not a set's name: someone's own
+    const decl = dir('/etc/sudoers.d', '    purge: true\n');
+    mkdirSync(join(root, 'etc/sudoers.d'));
+    writeFileSync(join(root, 'etc/sudoers.d/stray'), 'x\n');
+    expect((await apply(root, decl)).code).toBe(0);
+    const sets = readdirSync(purged).sort();
+    expect(sets).toHaveLength(3);
+    expect(sets).not.toContain(old);
+    expect(sets).toEqual(expect.arrayContaining([recent, 'mine']));
+    const state = await hostCmd(root, 'state');
+    expect(state.stdout).toContain(`purged: 2 files (22 bytes) kept in ${purged}, the oldest from ${new Date(recent.replace(/^(\d{4}-\d\d-\d\dT\d\d)-(\d\d)-/, '$1:$2:')).toISOString()}; each is removed 30 days after it was purged`);
+    expect(JSON.parse((await hostCmd(root, 'state', '--json')).stdout).purged).toMatchObject({ files: 2, bytes: 22 });
+  });
+
   it('declared absent while it holds something, fails naming what it holds and what to do, and removes nothing', async () => {
     const root = machine();
     mkdirSync(join(root, 'srv/old/sub'), { recursive: true });

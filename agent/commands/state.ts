@@ -11,6 +11,7 @@ import { readConfig } from '../config.js';
 import { hostPaths } from '../paths.js';
 import { openStore, type Store } from '../store/store.js';
 import { HOST_VERSION } from '../../core/version.js';
+import { keptPurged, type PurgedKept } from '../purged.js';
 
 export interface HostState {
   state: 'unmanaged' | 'hosted' | 'enrolled' | 'disconnected';
@@ -30,6 +31,8 @@ export interface HostState {
   owned: OwnedEntry[];
   /** Actions (commands) a change they watch calls for, not yet run successfully: they run on the next pass. */
   pending: string[];
+  /** What `purge: true` directories moved aside and the host still keeps, when anything. */
+  purged?: PurgedKept;
 }
 
 /** An owned resource. An `intent` is a change not yet verified: `error` says it failed (from the last report); without it, the host stopped mid-change. */
@@ -54,7 +57,8 @@ export async function describeState(root: string, lastReport: () => Promise<Fail
   const store = openStore(paths.store);
   const config = readConfig(paths);
   const owned = await ownedEntries(store, paths.gitdir, config?.node, lastReport);
-  const common = { ...base, owned, pending: store.pendingIds(), lastApplied: store.data.lastApplied, lastContact: store.data.lastContact, unsentReport: !store.data.report.pushed };
+  const purged = keptPurged(root);
+  const common = { ...base, owned, pending: store.pendingIds(), ...(purged ? { purged } : {}), lastApplied: store.data.lastApplied, lastContact: store.data.lastContact, unsentReport: !store.data.report.pushed };
   if (!config) return { ...common, state: 'hosted', reason: 'mesh-host is installed but not enrolled; it can apply a local bundle (mesh-host apply --bundle DIR)' };
   const eligible = config.ineligible.length === 0;
   const identity = { node: config.node, generation: config.generation, nodeKey: config.nodeKey, url: config.url, eligible, ...(eligible ? {} : { ineligible: config.ineligible }) };

@@ -2,14 +2,14 @@
  * `directory`: one directory with its mode and ownership, or its absence (only when empty). With
  * `purge: true` it also holds nothing this node does not declare: every file and link directly in
  * it that no resource names is moved to the host's state folder (purged/TIME/PATH, as Puppet's
- * filebucket keeps what it replaces), never deleted; folders (and sockets, pipes, devices) in it
- * are left alone.
+ * filebucket keeps what it replaces; agent/purged.ts removes a set after 30 days), never deleted
+ * at once; folders (and sockets, pipes, devices) in it are left alone.
  */
 import { copyFileSync, chmodSync, chownSync, lstatSync, mkdirSync, readdirSync, readlinkSync, renameSync, rmdirSync, symlinkSync, unlinkSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { DirectoryResource } from '../../schema/declaration.js';
 import { MeshError } from '../../core/errors.js';
-import { hostPaths } from '../paths.js';
+import { purgedSet } from '../purged.js';
 import { describeOwnership } from './node.js';
 import { assertParent, attributeDiff, nodeHandler, normalMode, ownerNeeds } from './node-handler.js';
 import type { ResourceContext } from './handler.js';
@@ -70,7 +70,7 @@ function undeclaredIn(path: string, real: string, ctx: ResourceContext): string[
 function purge(path: string, real: string, ctx: ResourceContext): void {
   const names = undeclaredIn(path, real, ctx);
   if (names.length === 0) return;
-  const keep = join(hostPaths(ctx.root).stateDir, 'purged', ctx.now().toISOString().replace(/:/g, '-'), path);
+  const keep = join(purgedSet(ctx.root, ctx.now()), path);
   mkdirSync(keep, { recursive: true, mode: 0o700 });
   for (const name of names) moveAside(join(real, name), join(keep, name));
 }
