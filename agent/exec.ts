@@ -9,8 +9,11 @@ export const processRunner =
     new Promise((resolve) => {
       const timeoutMs = opts.timeoutMs ?? 10 * 60_000;
       // A group is killed whole by its own timer: spawn's timeout would kill only the leader, and a shell's children would keep the output open.
-      const ids = { ...(opts.uid === undefined ? {} : { uid: opts.uid }), ...(opts.gid === undefined ? {} : { gid: opts.gid }) };
-      const child = spawn(cmd, args, { env: { ...base, ...opts.env }, stdio: ['pipe', 'pipe', 'pipe'], cwd: opts.cwd, ...ids, detached: opts.group === true, ...(opts.group ? {} : { timeout: timeoutMs }) });
+      // Node gives a child no supplementary groups of its own: setpriv (util-linux) sets them, then the ids, then runs the program.
+      const as = opts.groups !== undefined && opts.uid !== undefined;
+      const ids = as ? {} : { ...(opts.uid === undefined ? {} : { uid: opts.uid }), ...(opts.gid === undefined ? {} : { gid: opts.gid }) };
+      const [program, argv] = as ? ['setpriv', [`--reuid=${opts.uid}`, `--regid=${opts.gid ?? opts.uid}`, opts.groups!.length > 0 ? `--groups=${opts.groups!.join(',')}` : '--clear-groups', '--', cmd, ...args]] : [cmd, args];
+      const child = spawn(program, argv, { env: { ...base, ...opts.env }, stdio: ['pipe', 'pipe', 'pipe'], cwd: opts.cwd, ...ids, detached: opts.group === true, ...(opts.group ? {} : { timeout: timeoutMs }) });
       const out: Buffer[] = [];
       const err: Buffer[] = [];
       const both: Buffer[] = [];
@@ -27,7 +30,8 @@ export const processRunner =
         : undefined;
       child.stdout.on('data', (b: Buffer) => (out.push(b), both.push(b)));
       child.stderr.on('data', (b: Buffer) => (err.push(b), both.push(b)));
-      child.on('error', (e) => (clearTimeout(timer), resolve({ code: 127, stdout: '', stderr: `${cmd}: ${e.message}` })));
+      const why = (e: Error) => (as ? `setpriv (util-linux), which runs a command as another user, cannot run here: ${e.message}` : `${cmd}: ${e.message}`);
+      child.on('error', (e) => (clearTimeout(timer), resolve({ code: 127, stdout: '', stderr: why(e) })));
       child.on('close', (code, signal) => {
         clearTimeout(timer);
         const stdout = Buffer.concat(out).toString();

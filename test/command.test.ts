@@ -100,17 +100,18 @@ describe('command: when it runs', () => {
     expect(ranLog(root)).toBe('ran\n');
   });
 
-  it('runs as user in cwd with environment added (made first where declared, its guard too), and a user nobody declares fails the pass before any change', async () => {
+  it('runs as user (with the groups etc/group gives it) in cwd with environment added (made first where declared, its guard too), and a user nobody declares fails the pass before any change', async () => {
     const root = machine();
     const decl =
-      `  - type: command\n    name: migrate\n    run: [sh, -c, 'echo "$(id -u):$(id -g) $(pwd) $HOME $USER $LOGNAME $APP_ENV $MESH_ROOT"']\n    onlyif: [sh, -c, 'test "$(id -u)" != 0']\n` +
+      `  - type: command\n    name: migrate\n    run: [sh, -c, 'echo "$(id -u):$(id -g) $(id -G) $(pwd) $HOME $USER $LOGNAME $APP_ENV $MESH_ROOT"']\n    onlyif: [sh, -c, 'test "$(id -u)" != 0']\n` +
       `    user: app\n    cwd: /srv/app\n    environment: { APP_ENV: production }\n` +
-      `  - type: directory\n    path: /srv/app\n  - type: directory\n    path: /srv\n  - type: user\n    name: app\n    home: /home/app\n`;
+      `  - type: directory\n    path: /srv/app\n  - type: directory\n    path: /srv\n  - type: user\n    name: app\n    home: /home/app\n    groups: [deploy]\n  - type: group\n    name: deploy\n`;
     const lines = await pass(root, decl);
+    const deploy = readFileSync(join(root, 'etc/group'), 'utf8').split('\n').find((l) => l.startsWith('deploy:'))!.split(':');
     const app = readFileSync(join(root, 'etc/passwd'), 'utf8').split('\n').find((l) => l.startsWith('app:'))!.split(':');
-    expect(command('command:migrate', lines)).toEqual({ id: 'command:migrate', result: 'updated', changes: ['ran: onlyif [sh, -c, test "$(id -u)" != 0] exited 0'], exit: 0, output: `${app[2]}:${app[3]} ${join(root, 'srv/app')} /home/app app app production ${root}` });
+    expect(command('command:migrate', lines)).toEqual({ id: 'command:migrate', result: 'updated', changes: ['ran: onlyif [sh, -c, test "$(id -u)" != 0] exited 0'], exit: 0, output: `${app[2]}:${app[3]} ${[Number(app[3]), Number(deploy[2])].sort((a, b) => a - b).join(' ')} ${join(root, 'srv/app')} /home/app app app production ${root}` });
     // Made before the command that needs them, wherever declared.
-    expect(lines.map((l) => l.id)).toEqual(['user:app', 'directory:/srv', 'directory:/srv/app', 'command:migrate']);
+    expect(lines.map((l) => l.id)).toEqual(['group:deploy', 'user:app', 'directory:/srv', 'directory:/srv/app', 'command:migrate']);
 
     const other = machine();
     const { code, body } = await apply(other, `  - type: file\n    path: /etc/motd\n    content: "x"\n  - type: command\n    name: as-nobody\n    run: ['true']\n    user: nobody-here\n`);

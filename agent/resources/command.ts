@@ -5,8 +5,8 @@
  * missing, when `unless` exits non-zero, or when `onlyif` exits 0; with none of them it runs on
  * every pass, as Puppet's exec without guards does. It runs in the machine's root folder, or in
  * `cwd` under it, with MESH_ROOT set to the root (it is not confined) and `environment` added, as
- * root or as `user` (its uid and primary group from the root's etc/passwd, with HOME, USER and
- * LOGNAME; as Puppet's exec, no supplementary groups), its guards too. It succeeds when it exits 0
+ * root or as `user` (its uid and primary group from the root's etc/passwd and the groups that list
+ * it in etc/group, with HOME, USER and LOGNAME, as Puppet's exec and a login give them), its guards too. It succeeds when it exits 0
  * within `timeout` (default 5m) and, with `creates`, the path then exists. It owns nothing: never
  * recorded, and un-declaring runs nothing.
  */
@@ -18,7 +18,7 @@ import type { ResourceResult } from '../../schema/report.js';
 import { parseDuration } from '../../core/duration.js';
 import { crashNow } from '../fault.js';
 import { underRoot } from '../paths.js';
-import { readPasswd } from './accounts.js';
+import { readGroup, readPasswd } from './accounts.js';
 import type { ExecResult, Handler, ResourceContext } from './handler.js';
 
 const DEFAULT_TIMEOUT = '5m';
@@ -84,10 +84,12 @@ function execute(r: CommandResource, line: string[] | string, ctx: ResourceConte
 }
 
 /** The ids and variables a command run as `user` gets, from the root's etc/passwd (pre-flight checked the user is there, or is made first). */
-function accountOf(user: string, ctx: ResourceContext): { ids: { uid: number; gid: number }; env: Record<string, string> } {
+function accountOf(user: string, ctx: ResourceContext): { ids: { uid: number; gid: number; groups: number[] }; env: Record<string, string> } {
   const entry = user === 'root' ? { uid: 0, gid: 0, home: '/root' } : readPasswd(ctx.root).find((u) => u.name === user);
   if (!entry) throw new CommandFailed(`user ${user} is not in this machine's /etc/passwd: declare it as a user resource, or fix the name`, { code: 1, stdout: '', stderr: '' });
-  return { ids: { uid: entry.uid, gid: entry.gid }, env: { HOME: entry.home || '/', USER: user, LOGNAME: user } };
+  // As initgroups(3): the primary group, and every group whose member list names the user.
+  const groups = [...new Set([entry.gid, ...readGroup(ctx.root).filter((g) => g.members.includes(user)).map((g) => g.gid)])];
+  return { ids: { uid: entry.uid, gid: entry.gid, groups }, env: { HOME: entry.home || '/', USER: user, LOGNAME: user } };
 }
 
 /** `text` with every one of `secrets` (as it is, and in base64 and hex) replaced by a mark: a command's output goes into the report and the log. */

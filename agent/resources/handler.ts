@@ -113,6 +113,8 @@ export interface ExecOptions {
   /** Run as this user and group id (default: the host's own). */
   uid?: number;
   gid?: number;
+  /** With `uid`: these supplementary groups (the user's, as login and Puppet's exec give them); without, the host's are dropped. */
+  groups?: number[];
 }
 
 /** Runs a program (no shell) and resolves with its exit code and output; never throws on a non-zero exit. */
