@@ -34,6 +34,8 @@ const HOTFIXES = ['0.2.1', '0.2.2', '0.2.3', '0.2.4', '0.2.5'];
 const BAD = { selfTest: '0.3.0', crash: '0.3.1', hang: '0.3.2' } as const;
 /** A good version installed while the fleet server is down. */
 const DURING_OUTAGE = '0.4.0';
+/** A good version that starts while the host's state folder is read-only (a full or read-only /var). */
+const DURING_READ_ONLY = '0.4.1';
 const HELLO = '[Unit]\nDescription=hello from the fleet\n[Service]\nExecStart=/bin/sleep infinity\n[Install]\nWantedBy=multi-user.target\n';
 
 interface Line { id: string; result: string; changes?: string[]; error?: string }
@@ -109,7 +111,7 @@ beforeAll(async () => {
   }
   debDir = temp('mesh-system-debs-');
   const builds: Array<[string, () => Promise<string>]> = [
-    ...[...Object.values(V), ...HOTFIXES, DURING_OUTAGE].map((version, i): [string, () => Promise<string>] => [version, async () => withOwnUnits(await packageDeb(debDir, version), version, i)]),
+    ...[...Object.values(V), ...HOTFIXES, DURING_OUTAGE, DURING_READ_ONLY].map((version, i): [string, () => Promise<string>] => [version, async () => withOwnUnits(await packageDeb(debDir, version), version, i)]),
     [BAD.selfTest, () => packageDeb(debDir, BAD.selfTest, truncated)],
     [BAD.crash, () => packageDeb(debDir, BAD.crash, crashOnRun(BAD.crash))],
     [BAD.hang, () => packageDeb(debDir, BAD.hang, hangInPass)],
@@ -428,6 +430,42 @@ function scenarios(release: Release, name: string, node: string, full: boolean):
       expect(await show('mesh-host-rollback', 'InvocationID')).toBe(rollbacks);
       expect(await statusRow()).toMatchObject({ outcome: 'applied', hostVersion: DURING_OUTAGE });
       good = DURING_OUTAGE;
+    }, 5 * 60_000);
+
+    later('the state folder read-only when the new version starts (a full or read-only /var): its passes fail for the machine, its probation starts again, it is not rolled back, and it proves itself once the folder is writable', async (ctx) => {
+      const m = machine(ctx);
+      // The probation is still 15 s; the folder stays read-only for three of them.
+      const rollbacks = await show('mesh-host-rollback', 'InvocationID');
+      const old = await show('mesh-host', 'MainPID');
+      const commit = await declare(helloResources + hostPackage(DURING_READ_ONLY), `${node}: mesh-host ${DURING_READ_ONLY}`);
+      await reportWhere((r) => r.commit === commit && hostLine(r)?.result === 'updated', `with the upgrade to ${DURING_READ_ONLY}`);
+      // The old host exits after its report; systemd starts the new one 5 s later (RestartSec): the folder is bound read-only onto itself in between.
+      for (const until = Date.now() + 30_000; (await show('mesh-host', 'MainPID')) === old; await new Promise((r) => setTimeout(r, 100))) {
+        if (Date.now() > until) throw new Error(`the host ${good} did not exit after handing over to ${DURING_READ_ONLY}`);
+      }
+      await m.must('mount', '--bind', '/var/lib/mesh-host', '/var/lib/mesh-host');
+      await m.must('mount', '-o', 'remount,bind,ro', '/var/lib/mesh-host');
+      const from = Date.now();
+      try {
+        await new Promise((r) => setTimeout(r, 45_000));
+        const why = async () => (await m.exec('journalctl', ['--no-pager', '-n', '40', '-u', 'mesh-host', '-u', 'mesh-host-rollback'])).stdout;
+        expect(await installed(), await why()).toBe(`install ok installed ${DURING_READ_ONLY}`);
+        expect(await active('mesh-host'), await why()).toBe('active');
+        expect(await show('mesh-host-rollback', 'InvocationID')).toBe(rollbacks);
+        const ran = (await journal('mesh-host', from)).map(([, msg]) => msg);
+        expect(ran.filter((msg) => msg.includes('its probation starts again')).length, ran.join('\n')).toBeGreaterThan(1);
+        expect(ran.filter((msg) => /exiting for rollback|Main process exited/.test(msg)), ran.join('\n')).toEqual([]);
+      } finally {
+        await m.must('umount', '/var/lib/mesh-host');
+      }
+      expect(await upgradeState()).toMatchObject({ lastGood: { version: good }, pending: { to: DURING_READ_ONLY } });
+      const fromNew = await reportWhere((r) => r.hostVersion === DURING_READ_ONLY && r.commit === commit, `from ${DURING_READ_ONLY}`);
+      expect(fromNew.outcome, JSON.stringify(fromNew.resources)).toBe('applied');
+      for (const until = Date.now() + 30_000; (await upgradeState()).lastGood?.version !== DURING_READ_ONLY && Date.now() < until; ) await new Promise((r) => setTimeout(r, 500));
+      expect(await upgradeState()).toMatchObject({ lastGood: { version: DURING_READ_ONLY } });
+      expect(await show('mesh-host-rollback', 'InvocationID')).toBe(rollbacks);
+      expect(await statusRow()).toMatchObject({ outcome: 'applied', hostVersion: DURING_READ_ONLY });
+      good = DURING_READ_ONLY;
       environment('2min');
     }, 5 * 60_000);
 
