@@ -139,6 +139,19 @@ export class WriteBatch {
     return landed.data;
   }
 
+  /** The temporary file staged for `path` (its content, not in place yet), or undefined. */
+  stagedAt(path: string): string | undefined {
+    return this.staged.find((s) => s.path === path)?.tmp;
+  }
+
+  /** Remove the file staged for `path`: it will not be put in place. */
+  unstage(path: string): void {
+    const i = this.staged.findIndex((s) => s.path === path);
+    if (i < 0) return;
+    unlinkQuietly(this.staged[i]!.tmp);
+    this.staged.splice(i, 1);
+  }
+
   /** Remove every staged file (the batch will not be committed). */
   discard(): void {
     for (const s of this.staged) unlinkQuietly(s.tmp);

@@ -51,8 +51,18 @@ export const FileResource = z
     mode: mode.optional(),
     ...ownership,
     ensure,
+    /**
+     * A program (argv) that checks new content before it takes the file's place, as Puppet's
+     * validate_cmd: the argument % is the new content's path; a non-zero exit leaves the file as it was.
+     */
+    check: z
+      .array(z.string().min(1))
+      .min(1)
+      .refine((argv) => argv.includes('%'), { message: "check names the new content with the argument %, as in [visudo, -cf, '%']" })
+      .optional(),
   })
-  .refine((f) => !(f.content !== undefined && f.source !== undefined), { message: 'give either content or source, not both' });
+  .refine((f) => !(f.content !== undefined && f.source !== undefined), { message: 'give either content or source, not both' })
+  .refine((f) => !(f.check !== undefined && f.ensure === 'absent'), { message: 'check tests new content, and an absent file has none: drop check', path: ['check'] });
 
 export const DirectoryResource = z
   .strictObject({

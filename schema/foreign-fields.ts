@@ -7,10 +7,19 @@
 const ORDER = "mesh has no ordering fields: it puts first what a resource names (a file's folder and owner, a service's unit file and restartOn files) and otherwise keeps the order declared, so declare this one after what it needs";
 const WATCH = "mesh has no notify: the resource that reacts names what it watches (a service's restartOn: [/etc/app.conf] restarts it, a command's onChange: [file:/etc/app.conf] runs it)";
 const PRESENCE = 'write ensure: present or ensure: absent';
+const CHECK = "write check: [program, args..., '%'] (an argv; % is the new content's path, checked before it takes the file's place)";
 
 export const FOREIGN_FIELDS: Readonly<Record<string, Readonly<Record<string, string>>>> = {
   '*': { notify: WATCH, subscribe: WATCH, watch: WATCH, listen: WATCH, require: ORDER, before: ORDER, after: ORDER, requires: ORDER, depends_on: ORDER },
-  file: { state: `${PRESENCE} (a folder is type: directory, a link type: symlink)`, dest: 'write path: (where the file goes)', src: 'write source: (a file in the folder of this declaration)', user: 'write owner:' },
+  file: {
+    state: `${PRESENCE} (a folder is type: directory, a link type: symlink)`,
+    dest: 'write path: (where the file goes)',
+    src: 'write source: (a file in the folder of this declaration)',
+    user: 'write owner:',
+    validate_cmd: CHECK,
+    validate: CHECK,
+    check_cmd: CHECK,
+  },
   directory: {
     state: PRESENCE,
     dest: 'write path:',

@@ -255,6 +255,7 @@ describe('validate and plan read the layout', { timeout: 90_000 }, () => {
       '  - type: file', '    path: /etc/nginx/nginx.conf', '    content: "x\\n"', '    notify: service:nginx',
       '  - type: command', '    name: migrate', '    run: [app, migrate]', '    chdir: /srv/app',
       '  - type: directory', '    path: /srv/app', '    wibble: 1',
+      '  - type: file', '    path: /etc/sudoers.d/ops', '    content: "%ops ALL=(ALL) ALL\\n"', '    validate_cmd: visudo -cf %',
       '',
     ].join('\n');
     // A template that does not render no longer hides the rest of its file; a value a template makes is not refused for its braces.
@@ -264,6 +265,7 @@ describe('validate and plan read the layout', { timeout: 90_000 }, () => {
       "nodes/web/foreign.yaml:8:5: resources.1: unknown field 'notify': mesh has no notify: the resource that reacts names what it watches (a service's restartOn: [/etc/app.conf] restarts it, a command's onChange: [file:/etc/app.conf] runs it)",
       "nodes/web/foreign.yaml:12:5: resources.2: unknown field 'chdir': write cwd:",
       "nodes/web/foreign.yaml:15:5: resources.3: unknown field 'wibble'",
+      "nodes/web/foreign.yaml:19:5: resources.4: unknown field 'validate_cmd': write check: [program, args..., '%'] (an argv; % is the new content's path, checked before it takes the file's place)",
       'nodes/web/templated.yaml:4:18: unknown variable nope: a template reads vars, node, facts, secrets',
       "nodes/web/templated.yaml:6:15: unknown variable vars.mode: set it in a vars.yaml (nodes/, the node's groups or the node), or give a fallback with | default: VALUE",
       "nodes/web/templated.yaml:7:5: resources.0: unknown field 'subscribe': mesh has no notify: the resource that reacts names what it watches (a service's restartOn: [/etc/app.conf] restarts it, a command's onChange: [file:/etc/app.conf] runs it)",

@@ -121,6 +121,38 @@ describe('file', () => {
     expect(stat(root, 'etc/app.conf').mode & 0o7777).toBe(0o644);
   });
 
+  it('with check, new content is checked where it is staged before it takes the file\'s place (as Puppet\'s validate_cmd): refused, the file is left as it was', async () => {
+    const root = machine();
+    const checked = (port: string, check = `'grep -qx "port = [0-9]*" "$1" || { echo "$1: no port number" >&2; exit 1; }'`) =>
+      conf(`    content: "port = ${port}\\n"\n    mode: "0644"\n    check: [sh, -c, ${check}, sh, "%"]\n`);
+    expect((await apply(root, checked('80'))).body.resources).toEqual([expect.objectContaining({ id: 'file:/etc/app.conf', result: 'created' })]);
+    expect(readFileSync(join(root, 'etc/app.conf'), 'utf8')).toBe('port = 80\n');
+
+    const refused = await apply(root, checked('eighty'));
+    expect(refused.code).toBe(1);
+    expect(refused.body.resources).toEqual([
+      {
+        id: 'file:/etc/app.conf',
+        result: 'failed',
+        changes: ['content differs'],
+        error: `check [sh, -c, grep -qx "port = [0-9]*" "$1" || { echo "$1: no port number" >&2; exit 1; }, sh, %] refused the new content of /etc/app.conf (exited 1: ${join(root, 'etc/.app.conf.mesh-tmp')}: no port number); /etc/app.conf is left as it was, and the next pass checks again`,
+      },
+    ]);
+    expect(readFileSync(join(root, 'etc/app.conf'), 'utf8')).toBe('port = 80\n');
+    expect(readdirSync(join(root, 'etc')).filter((f) => f.includes('mesh-tmp'))).toEqual([]);
+
+    // Only new content is checked: a mode put back, or content that is already there, runs no check.
+    const { chmodSync } = await import('node:fs');
+    chmodSync(join(root, 'etc/app.conf'), 0o600);
+    expect((await apply(root, checked('80', "'exit 1'"))).body.resources).toEqual([expect.objectContaining({ result: 'updated', changes: ['mode 0600 → 0644'] })]);
+    const fresh = machine();
+    expect((await apply(fresh, checked('80', "'exit 2'"))).body.resources).toEqual([expect.objectContaining({ result: 'failed', error: expect.stringContaining('(exited 2); /etc/app.conf is not made') })]);
+    expect(existsSync(join(fresh, 'etc/app.conf'))).toBe(false);
+
+    const unnamed = await apply(root, conf('    content: "x"\n    check: [visudo, -cf]\n'));
+    expect(unnamed.body.errors.map((e) => e.message)).toEqual([expect.stringContaining("check names the new content with the argument %, as in [visudo, -cf, '%']")]);
+  });
+
   it('ensure: absent deletes it, and a second pass changes nothing', async () => {
     const root = machine();
     writeFileSync(join(root, 'etc/old.conf'), 'stale\n');

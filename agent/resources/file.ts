@@ -1,10 +1,15 @@
-/** `file`: content, mode, owner and group of one regular file, or its absence. */
+/**
+ * `file`: content, mode, owner and group of one regular file, or its absence. With `check`, new
+ * content is checked by a program where it is staged, before it takes the file's place (as Puppet's
+ * validate_cmd): refused, it is removed and the file stays as it was.
+ */
 import { readFileSync, unlinkSync } from 'node:fs';
 import type { FileResource } from '../../schema/declaration.js';
 import { MeshError } from '../../core/errors.js';
 import { describeOwnership, type NodeState } from './node.js';
 import type { ResourceContext } from './handler.js';
 import { assertParent, attributeDiff, nodeHandler, normalMode, ownerNeeds } from './node-handler.js';
+import { masked, tail } from './command.js';
 
 /** Files larger than this are not captured for restore; the host refuses to take them over. */
 const MAX_PRIOR_BYTES = 1024 * 1024;
@@ -36,6 +41,7 @@ export const fileHandler = nodeHandler<FileResource>('file', {
     // old file stays whole); the intent, already durable, keeps the file owned, and the next
     // pass reads it back and repairs it as drift.
     ctx.pass.writes.stage(real, content, mode, ownership(ctx, r), ctx.faults);
+    if (r.check && r.content !== undefined && now?.content !== content.toString('base64')) await check(r.check, r.path, real, now !== null, ctx);
   },
 
   async prior(r, observed) {
@@ -46,6 +52,21 @@ export const fileHandler = nodeHandler<FileResource>('file', {
     return { existed: now !== null, state: now };
   },
 });
+
+/** How long a check may run. */
+const CHECK_TIMEOUT_MS = 60_000;
+
+/** Run `argv` on the content staged for `path` (at `real`); a non-zero exit unstages it and fails the change with what the program said. */
+async function check(argv: string[], path: string, real: string, exists: boolean, ctx: ResourceContext): Promise<void> {
+  const staged = ctx.pass.writes.stagedAt(real)!;
+  const [cmd, ...args] = argv.map((a) => (a === '%' ? staged : a));
+  const ran = await ctx.exec(cmd!, args, { env: { MESH_ROOT: ctx.root }, cwd: ctx.root, timeoutMs: CHECK_TIMEOUT_MS, group: true });
+  if (ran.code === 0 && !ran.timedOut) return;
+  ctx.pass.writes.unstage(real);
+  const how = ran.timedOut ? `did not finish within ${CHECK_TIMEOUT_MS / 1000}s` : `exited ${ran.code}`;
+  const said = tail(masked(ran.output ?? ran.stdout + ran.stderr, ctx.masks)).trim().split('\n').slice(-5).join(' / ');
+  throw new MeshError('E_CHECK', `check [${argv.join(', ')}] refused the new content of ${path} (${how}${said ? `: ${said}` : ''}); ${exists ? `${path} is left as it was` : `${path} is not made`}, and the next pass checks again`);
+}
 
 /** The owner a file should get when one is declared; none declared keeps the one it is created with. */
 function ownership(ctx: ResourceContext, r: FileResource) {
