@@ -60,6 +60,7 @@ export function printState(s: HostState, json: boolean): void {
   console.log(`${s.state}: ${s.reason}`);
   if (s.node) console.log(`node ${s.node} generation ${s.generation}, fleet ${s.url}`);
   console.log(`host version ${s.hostVersion}`);
+  console.log(`facts: ${Object.entries(s.facts).map(([k, v]) => `${k}=${v}`).join(' ')}`);
   console.log(`last applied: ${s.lastApplied ? `${s.lastApplied.commit.slice(0, 12)} at ${s.lastApplied.at}` : 'never'}`);
   if (s.unsentReport) console.log('a report is waiting to be sent');
   console.log(`owned (${s.owned.length}):`);

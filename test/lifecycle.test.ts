@@ -118,6 +118,10 @@ describe('enrolment', () => {
     expect(all.map((x) => [x.report.sequence, x.report.kind, x.report.outcome])).toEqual([[1, 'enrolment', 'enrolled'], [2, 'reconcile', 'applied']]);
     expect(all[1]!.report.previous).toBe(await sha256(all[0]!.text));
     expect((await host(root, 'state')).body).toMatchObject({ state: 'enrolled', node: 'web-1', generation: 1, eligible: true, unsentReport: false });
+    // The facts its templates read, as facter shows Puppet's: the same the report carries.
+    expect((await host(root, 'state')).body.facts).toEqual(all[1]!.report.facts);
+    expect(all[1]!.report.facts).toMatchObject({ os: 'debian', osVersion: '12', osCodename: 'bookworm', osFamily: 'debian' });
+    expect((await hostCmd(root, 'state')).stdout).toMatch(/^facts: hostname=\S+ os=debian osVersion=12 osCodename=bookworm osFamily=debian arch=\S+ cpus=\d+ memoryMb=\d+$/m);
   });
 
   it('rollback on a machine where mesh-host is no Debian package says so, rather than that no version completed a pass', async () => {

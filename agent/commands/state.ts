@@ -12,6 +12,8 @@ import { hostPaths } from '../paths.js';
 import { openStore, type Store } from '../store/store.js';
 import { HOST_VERSION } from '../../core/version.js';
 import { keptPurged, type PurgedKept } from '../purged.js';
+import { collectFacts } from '../facts.js';
+import type { Facts } from '../../schema/facts.js';
 
 export interface HostState {
   state: 'unmanaged' | 'hosted' | 'enrolled' | 'disconnected';
@@ -33,6 +35,8 @@ export interface HostState {
   pending: string[];
   /** What `purge: true` directories moved aside and the host still keeps, when anything. */
   purged?: PurgedKept;
+  /** The facts templates read on this machine (`facts.*`), as a pass collects them now. */
+  facts: Facts;
 }
 
 /** An owned resource. An `intent` is a change not yet verified: `error` says it failed (from the last report); without it, the host stopped mid-change. */
@@ -52,7 +56,7 @@ export type FailedInLastReport = (gitdir: string, node: string) => Promise<Map<s
 /** Describe the machine at `root`; `lastReport` loads the reader of the last report (git), needed only when there is an intent. */
 export async function describeState(root: string, lastReport: () => Promise<FailedInLastReport>): Promise<HostState> {
   const paths = hostPaths(root);
-  const base = { hostVersion: HOST_VERSION, lastApplied: null, lastContact: null, unsentReport: false, owned: [], pending: [] };
+  const base = { hostVersion: HOST_VERSION, lastApplied: null, lastContact: null, unsentReport: false, owned: [], pending: [], facts: collectFacts(root) };
   if (!existsSync(paths.stateDir) && !existsSync(paths.configDir)) return { ...base, state: 'unmanaged', reason: `no mesh-host state under ${paths.root}` };
   const store = openStore(paths.store);
   const config = readConfig(paths);
