@@ -6,9 +6,9 @@
  * every pass, as Puppet's exec without guards does. It runs in the machine's root folder, or in
  * `cwd` under it, with MESH_ROOT set to the root (it is not confined) and `environment` added, as
  * root or as `user` (its uid and primary group from the root's etc/passwd and the groups that list
- * it in etc/group, with HOME, USER and LOGNAME, as Puppet's exec and a login give them), its guards too. It succeeds when it exits 0
- * within `timeout` (default 5m) and, with `creates`, the path then exists. It owns nothing: never
- * recorded, and un-declaring runs nothing.
+ * it in etc/group, with HOME, USER and LOGNAME, as Puppet's exec and a login give them), its
+ * guards too. It succeeds when it exits 0 within `timeout` (default 5m) and, with `creates`, the
+ * path then exists. It owns nothing: never recorded, and un-declaring runs nothing.
  */
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
