@@ -135,7 +135,7 @@ describe('file', () => {
         id: 'file:/etc/app.conf',
         result: 'failed',
         changes: ['content differs'],
-        error: `check [sh, -c, grep -qx "port = [0-9]*" "$1" || { echo "$1: no port number" >&2; exit 1; }, sh, %] refused the new content of /etc/app.conf (exited 1: ${join(root, 'etc/.app.conf.mesh-tmp')}: no port number); /etc/app.conf is left as it was, and the next pass checks again`,
+        error: `check [sh, -c, grep -qx "port = [0-9]*" "$1" || { echo "$1: no port number" >&2; exit 1; }, sh, %] refused the new content of /etc/app.conf (exited 1: ${join(root, 'etc/.app.conf.mesh-tmp')}: no port number); /etc/app.conf is left as it was; the next pass tries again`,
       },
     ]);
     expect(readFileSync(join(root, 'etc/app.conf'), 'utf8')).toBe('port = 80\n');

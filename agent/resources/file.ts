@@ -65,7 +65,7 @@ async function check(argv: string[], path: string, real: string, exists: boolean
   ctx.pass.writes.unstage(real);
   const how = ran.timedOut ? `did not finish within ${CHECK_TIMEOUT_MS / 1000}s` : `exited ${ran.code}`;
   const said = tail(masked(ran.output ?? ran.stdout + ran.stderr, ctx.masks)).trim().split('\n').slice(-5).join(' / ');
-  throw new MeshError('E_CHECK', `check [${argv.join(', ')}] refused the new content of ${path} (${how}${said ? `: ${said}` : ''}); ${exists ? `${path} is left as it was` : `${path} is not made`}, and the next pass checks again`);
+  throw new MeshError('E_CHECK', `check [${argv.join(', ')}] refused the new content of ${path} (${how}${said ? `: ${said}` : ''}); ${exists ? `${path} is left as it was` : `${path} is not made`}; the next pass tries again`);
 }
 
 /** The owner a file should get when one is declared; none declared keeps the one it is created with. */
