@@ -163,7 +163,7 @@ export const CommandResource = z
     unless: commandLine.optional(),
     /** Run `run` only when this exits 0 (Puppet's onlyif). */
     onlyif: commandLine.optional(),
-    /** Run as this user: its uid, its primary group, and HOME, USER and LOGNAME from its passwd entry (default root). */
+    /** Run as this user: its uid, its primary group and the groups etc/group gives it, and HOME, USER and LOGNAME from its passwd entry (default root). */
     user: name.optional(),
     /** The folder it runs in (default /). */
     cwd: absolutePath.optional(),
@@ -171,8 +171,15 @@ export const CommandResource = z
     environment: z.record(envName, z.string()).optional(),
     /** Longest a run may take before it is killed (default 5m). */
     timeout: duration.optional(),
+    /** The exit statuses that count as success (default [0]), as Puppet's returns. */
+    returns: z.array(z.number().int().min(0).max(255)).min(1).optional(),
+    /** How many times `run` is tried before it fails (default 1; a run killed for its timeout is not tried again), as Puppet's tries. */
+    tries: z.number().int().min(1).max(10).optional(),
+    /** The wait between two tries (default 0s), as Puppet's try_sleep. */
+    trySleep: duration.optional(),
     template: z.boolean().optional(),
   })
+  .refine((c) => c.trySleep === undefined || (c.tries ?? 1) > 1, { message: 'trySleep waits between tries: give tries (2 or more), or drop trySleep', path: ['trySleep'] })
   .refine(needsShell('run'), { message: noShell('run'), path: ['run'] })
   .refine(needsShell('unless'), { message: noShell('unless'), path: ['unless'] })
   .refine(needsShell('onlyif'), { message: noShell('onlyif'), path: ['onlyif'] })

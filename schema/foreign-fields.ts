@@ -45,6 +45,9 @@ export const FOREIGN_FIELDS: Readonly<Record<string, Readonly<Record<string, str
     env: 'write environment: { NAME: value }',
     path: "write environment: { PATH: /usr/sbin:/usr/bin:/sbin:/bin }, or give run the program's full path",
     refreshonly: 'write onChange: [type:id, ...]: the command then runs only when one of those changed in the pass',
+    try_sleep: 'write trySleep: (a duration such as 5s)',
+    retries: 'write tries: (how many times run is tried)',
+    delay: 'write trySleep: (a duration such as 5s, between tries)',
   },
 };
 

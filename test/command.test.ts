@@ -123,6 +123,27 @@ describe('command: when it runs', () => {
     expect(existsSync(join(other, 'etc/motd'))).toBe(false);
   });
 
+  it('with tries, runs again (trySleep apart) until it succeeds or the tries are spent; with returns, those statuses are success (as Puppet\'s exec)', async () => {
+    const root = machine();
+    // Fails until its third run: a counter in the root.
+    const flaky = (extra: string) =>
+      `  - type: command\n    name: flaky\n    run: [sh, -c, 'n=$(cat "$MESH_ROOT/n" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$MESH_ROOT/n"; echo "try $n"; [ $n -ge 3 ]']\n    creates: /done\n${extra}`;
+    const spent = await pass(root, flaky('    tries: 2\n    trySleep: 100ms\n'));
+    expect(command('command:flaky', spent)).toEqual({ id: 'command:flaky', result: 'failed', changes: ['ran: /done is missing (try 2 of 2)'], error: 'exited with status 1, 2 tries', exit: 1, output: 'try 2' });
+    writeFileSync(join(root, 'n'), '0\n');
+    const started = Date.now();
+    const lines = await pass(root, flaky('    tries: 3\n    trySleep: 300ms\n').replace('[ $n -ge 3 ]', '[ $n -ge 3 ] && touch "$MESH_ROOT/done"'));
+    expect(command('command:flaky', lines)).toEqual({ id: 'command:flaky', result: 'updated', changes: ['ran: /done is missing (try 3 of 3)'], exit: 0, output: 'try 3' });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(600); // two waits of 300 ms
+    expect(readFileSync(join(root, 'n'), 'utf8')).toBe('3\n');
+
+    const returns = `  - type: command\n    name: two\n    run: [sh, -c, 'exit 2']\n    returns: [0, 2]\n    creates: /nothing\n`;
+    expect(command('command:two', await pass(root, returns))).toMatchObject({ result: 'failed', error: 'exited 2, but /nothing (creates) does not exist afterwards', exit: 2 });
+    expect(command('command:three', await pass(root, returns.replace('two', 'three').replace("'exit 2'", "'exit 3'")))).toMatchObject({ result: 'failed', error: 'exited with status 3 (success is 0 or 2)' });
+    const { body } = await apply(root, `  - type: command\n    name: sleepy\n    run: ['true']\n    trySleep: 5s\n`);
+    expect(body!.errors.map((e) => e.message)).toEqual([expect.stringContaining('trySleep waits between tries: give tries (2 or more), or drop trySleep')]);
+  });
+
   it('with no onChange, creates, unless or onlyif, runs on every pass (as an exec without guards does)', async () => {
     const root = machine();
     const decl = `  - type: command\n    name: always\n    run: [sh, -c, 'echo ran >> "$MESH_ROOT/ran.log"']\n`;

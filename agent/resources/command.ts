@@ -7,10 +7,12 @@
  * `cwd` under it, with MESH_ROOT set to the root (it is not confined) and `environment` added, as
  * root or as `user` (its uid and primary group from the root's etc/passwd and the groups that list
  * it in etc/group, with HOME, USER and LOGNAME, as Puppet's exec and a login give them), its
- * guards too. It succeeds when it exits 0 within `timeout` (default 5m) and, with `creates`, the
- * path then exists. It owns nothing: never recorded, and un-declaring runs nothing.
+ * guards too. It succeeds when it exits 0 (or a status `returns` lists) within `timeout` (default
+ * 5m) and, with `creates`, the path then exists; with `tries`, a run that exits otherwise is run
+ * again, `trySleep` apart. It owns nothing: never recorded, and un-declaring runs nothing.
  */
 import { existsSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { resolve } from 'node:path';
 import type { CommandResource } from '../../schema/declaration.js';
 import { resourceId } from '../../schema/resource-id.js';
@@ -50,13 +52,20 @@ async function runCommand(r: CommandResource, ctx: ResourceContext, trigger: str
     const why = await reasonToRun(r, ctx, trigger);
     if (why === null) return { id, result: 'unchanged' };
     if (ctx.faults.due('before-run')) crashNow();
-    const ran = await execute(r, r.run, ctx);
+    const success = r.returns ?? [0];
+    const tries = r.tries ?? 1;
+    let ran = await execute(r, r.run, ctx);
+    let tried = 1;
+    for (; tried < tries && !ran.timedOut && !success.includes(ran.code); tried++) {
+      await sleep(parseDuration(r.trySleep ?? '0s'));
+      ran = await execute(r, r.run, ctx);
+    }
     const seen = { exit: ran.timedOut ? undefined : ran.code, output: tail(masked(ran.output ?? ran.stdout + ran.stderr, ctx.masks)) };
     const fields = Object.fromEntries(Object.entries(seen).filter(([, v]) => v !== undefined && v !== ''));
-    const changes = [`ran: ${why}`];
+    const changes = [`ran: ${why}${tried > 1 ? ` (try ${tried} of ${tries})` : ''}`];
     if (ran.timedOut) return { id, result: 'failed', changes, error: `ran past its timeout of ${r.timeout ?? DEFAULT_TIMEOUT} and was killed`, ...fields };
-    if (ran.code !== 0) return { id, result: 'failed', changes, error: `exited with status ${ran.code}`, ...fields };
-    if (r.creates !== undefined && !existsSync(underRoot(ctx.root, r.creates))) return { id, result: 'failed', changes, error: `exited 0, but ${r.creates} (creates) does not exist afterwards`, ...fields };
+    if (!success.includes(ran.code)) return { id, result: 'failed', changes, error: `exited with status ${ran.code}${success.length > 1 || success[0] !== 0 ? ` (success is ${success.join(' or ')})` : ''}${tried > 1 ? `, ${tried} tries` : ''}`, ...fields };
+    if (r.creates !== undefined && !existsSync(underRoot(ctx.root, r.creates))) return { id, result: 'failed', changes, error: `exited ${ran.code}, but ${r.creates} (creates) does not exist afterwards`, ...fields };
     return { id, result: 'updated', changes, ...fields };
   } catch (e) {
     if (!(e instanceof CommandFailed)) throw e;
