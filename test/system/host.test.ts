@@ -178,6 +178,16 @@ function scenarios(release: Release, name: string, node: string, full: boolean):
     const environment = (probation: string) => writeFileSync(join(box!.root, 'etc/mesh-host/environment'), `MESH_HOST_OPTIONS="--interval 2s"\nMESH_HOST_PROBATION=${probation}\n`);
     /** The version last recorded good; then the one running. */
     let good: string = V.first;
+    /** `version`, which waited out its probation, applies `commit` and becomes the last good version, with no rollback run since `rollbacks` (an InvocationID). */
+    const provesItself = async (version: string, commit: string, rollbacks: string) => {
+      const fromNew = await reportWhere((r) => r.hostVersion === version && r.commit === commit, `from ${version}`);
+      expect(fromNew.outcome, JSON.stringify(fromNew.resources)).toBe('applied');
+      for (const until = Date.now() + 30_000; (await upgradeState()).lastGood?.version !== version && Date.now() < until; ) await new Promise((r) => setTimeout(r, 500));
+      expect(await upgradeState()).toMatchObject({ lastGood: { version } });
+      expect(await show('mesh-host-rollback', 'InvocationID')).toBe(rollbacks);
+      expect(await statusRow()).toMatchObject({ outcome: 'applied', hostVersion: version });
+      good = version;
+    };
 
     let fleet: TestFleet;
     let packages: PackageServer;
@@ -423,13 +433,7 @@ function scenarios(release: Release, name: string, node: string, full: boolean):
       } finally {
         fleet.server = await startServer(fleet.server.data, Number(port));
       }
-      const fromNew = await reportWhere((r) => r.hostVersion === DURING_OUTAGE && r.commit === commit, `from ${DURING_OUTAGE}`);
-      expect(fromNew.outcome, JSON.stringify(fromNew.resources)).toBe('applied');
-      for (const until = Date.now() + 30_000; (await upgradeState()).lastGood?.version !== DURING_OUTAGE && Date.now() < until; ) await new Promise((r) => setTimeout(r, 500));
-      expect(await upgradeState()).toMatchObject({ lastGood: { version: DURING_OUTAGE } });
-      expect(await show('mesh-host-rollback', 'InvocationID')).toBe(rollbacks);
-      expect(await statusRow()).toMatchObject({ outcome: 'applied', hostVersion: DURING_OUTAGE });
-      good = DURING_OUTAGE;
+      await provesItself(DURING_OUTAGE, commit, rollbacks);
     }, 5 * 60_000);
 
     later('the state folder read-only when the new version starts (a full or read-only /var): its passes fail for the machine, its probation starts again, it is not rolled back, and it proves itself once the folder is writable', async (ctx) => {
@@ -459,13 +463,7 @@ function scenarios(release: Release, name: string, node: string, full: boolean):
         await m.must('umount', '/var/lib/mesh-host');
       }
       expect(await upgradeState()).toMatchObject({ lastGood: { version: good }, pending: { to: DURING_READ_ONLY } });
-      const fromNew = await reportWhere((r) => r.hostVersion === DURING_READ_ONLY && r.commit === commit, `from ${DURING_READ_ONLY}`);
-      expect(fromNew.outcome, JSON.stringify(fromNew.resources)).toBe('applied');
-      for (const until = Date.now() + 30_000; (await upgradeState()).lastGood?.version !== DURING_READ_ONLY && Date.now() < until; ) await new Promise((r) => setTimeout(r, 500));
-      expect(await upgradeState()).toMatchObject({ lastGood: { version: DURING_READ_ONLY } });
-      expect(await show('mesh-host-rollback', 'InvocationID')).toBe(rollbacks);
-      expect(await statusRow()).toMatchObject({ outcome: 'applied', hostVersion: DURING_READ_ONLY });
-      good = DURING_READ_ONLY;
+      await provesItself(DURING_READ_ONLY, commit, rollbacks);
       environment('2min');
     }, 5 * 60_000);
 
