@@ -26,7 +26,7 @@ export const ResourceResult = z.object({
   output: z.string().optional(),
 });
 
-export const OwnedRecord = z.strictObject({
+export const OwnedRecord = z.object({
   id: z.string(),
   type: z.string(),
   /** The resource as declared when it was last verified. */
@@ -39,10 +39,10 @@ export const OwnedRecord = z.strictObject({
 });
 
 /** A key that signs main, as the host identified it: its fingerprint ("SHA256:...") and its name in mesh.yaml. */
-export const Signer = z.strictObject({ fingerprint: z.string(), name: z.string().nullable() });
+export const Signer = z.object({ fingerprint: z.string(), name: z.string().nullable() });
 
 /** One check made at enrolment; the briefing's outcome is computed from these, never set by hand. */
-export const BriefingLine = z.strictObject({ check: z.string(), ok: z.boolean(), detail: z.string() });
+export const BriefingLine = z.object({ check: z.string(), ok: z.boolean(), detail: z.string() });
 
 /** What kind of machine this is (loose: a newer host may say more). */
 export const Profile = z.looseObject({
@@ -68,7 +68,7 @@ export const Inventory = z.looseObject({
   /** Units enabled through the systemd wants folders under /etc/systemd/system. */
   services: z.array(z.string()),
   /** Paths the node's current declaration names that already exist, with what they are. */
-  declaredPaths: z.array(z.strictObject({ id: z.string(), kind: z.string() })),
+  declaredPaths: z.array(z.object({ id: z.string(), kind: z.string() })),
 });
 
 /**

@@ -189,7 +189,13 @@ describe('facts a report carries, from hosts older and newer than this reader', 
   const first = { hostname: 'n-1', os: 'debian', osVersion: '12', arch: 'x64', cpus: 2, memoryMb: 1024 };
 
   it("reads a newer host's report (a field and a fact it does not know) and renders with every fact the report carries", async () => {
-    const parsed = parseReport('n-1', report({ ...first, osCodename: 'bookworm', osFamily: 'debian', virtual: 'kvm' }, { uptimeClass: 'long', resources: [{ id: 'file:/x', result: 'unchanged', took: 3 }] }));
+    const parsed = parseReport('n-1', report({ ...first, osCodename: 'bookworm', osFamily: 'debian', virtual: 'kvm' }, {
+        uptimeClass: 'long',
+        resources: [{ id: 'file:/x', result: 'unchanged', took: 3 }],
+        owned: [{ id: 'file:/x', type: 'file', resource: {}, prior: null, state: 'verified', at: '2026-01-01T00:00:00.000Z', checkedBy: 'sha256' }],
+        signer: { fingerprint: 'SHA256:x', name: 'op', keyType: 'ed25519' },
+        briefing: [{ check: 'clock', ok: true, detail: 'within 1s', ms: 3 }],
+      }));
     expect(parsed.ok && parsed.value.facts).toEqual({ ...first, osCodename: 'bookworm', osFamily: 'debian', virtual: 'kvm' });
     if (!parsed.ok) return;
     const r = await render(files('deb http://deb.debian.org/debian {{ facts.osCodename }} main # {{ facts.virtual }}\\n'), 'n-1', parsed.value.facts as Facts);
