@@ -480,6 +480,22 @@ describe('reports are a hash chain', () => {
     expect(JSON.parse(again.stdout).nodes[0]).toEqual(before);
   });
 
+  it("a report another mesh-cli version found invalid (a newer host's it could not parse) is judged again by this one; the same version keeps its verdict", async () => {
+    const mesh = join(fleet.checkout, '.git/mesh');
+    expect(await row(fleet.checkout)).toMatchObject({ sequence: 3, signature: 'valid' });
+    const [head, records, reports] = readFileSync(join(mesh, 'reports.json'), 'utf8').split('\n');
+    const judged = JSON.parse(records!);
+    judged.nodes['web-1'].tip.verdict = { signature: 'invalid', reason: "status.json does not parse: facts: unknown field 'osCodename'" };
+    const first = JSON.parse(head!);
+    writeFileSync(join(mesh, 'reports.json'), `${head}\n${JSON.stringify(judged)}\n${reports}\n`);
+    expect(await row(fleet.checkout)).toMatchObject({ signature: 'invalid', reason: "status.json does not parse: facts: unknown field 'osCodename'" });
+    writeFileSync(join(mesh, 'reports.json'), `${JSON.stringify({ ...first, reader: '0.0.9' })}\n${JSON.stringify(judged)}\n${reports}\n`);
+    const r = await cli(fleet.checkout, 'status', '--json');
+    expect(r.stderr).toContain('was written by mesh-cli 0.0.9; the report it found invalid is judged again by this one');
+    expect(JSON.parse(r.stdout).nodes[0]).toMatchObject({ node: 'web-1', sequence: 3, signature: 'valid' });
+    expect(JSON.parse(readFileSync(join(mesh, 'reports.json'), 'utf8').split('\n')[0]!).reader).toBe(first.reader);
+  });
+
   it('a damaged line of reports in the index is read again from the report texts, and status says so', async () => {
     const mesh = join(fleet.checkout, '.git/mesh');
     const before = await row(fleet.checkout);

@@ -14,6 +14,7 @@ import type { ChainVerdict, SeenTip } from '../chain.js';
 import type { Fleet } from '../fleet.js';
 import { git } from '../git.js';
 import { tempBeside } from './temp-file.js';
+import { HOST_VERSION } from '../../core/version.js';
 
 /** A node's last report as the index keeps it. */
 export interface TipRecord extends SeenTip {
@@ -81,11 +82,13 @@ export interface ReadIndex {
 }
 
 /**
- * The index. Format 4 is three lines of JSON: format, vouches and each node's tip commit; the
- * records without their reports; node → report. A run needs only the first line before its first
- * fetch; the second is parsed while that fetch is out, and the third only if some report is still
- * the node's last (when every report changed, it never is). An index in any other format (those
- * of earlier mesh-cli versions included) is rebuilt from origin, with the note that says so.
+ * The index. Format 4 is three lines of JSON: format, the mesh-cli version that judged the
+ * reports (another version judges again those it found invalid: unjudged), vouches and each
+ * node's tip commit; the records without their reports; node → report. A run needs only the first
+ * line before its first fetch; the second is parsed while that fetch is out, and the third only if
+ * some report is still the node's last (when every report changed, it never is). An index in any
+ * other format (those of earlier mesh-cli versions included) is rebuilt from origin, with the note
+ * that says so.
  */
 export async function readIndex(files: IndexFiles): Promise<ReadIndex> {
   const empty = (): ReadIndex => ({ index: { format: 4, nodes: {}, identities: {}, vouched: [] }, seen: new Map(), records: () => ({}) });
@@ -97,16 +100,20 @@ export async function readIndex(files: IndexFiles): Promise<ReadIndex> {
     const first = JSON.parse(lines[0]?.toString('utf8') ?? '') as IndexV4;
     if (first.format === 4 && lines.length === 3 && Array.isArray(first.vouched) && first.tips && typeof first.tips === 'object') {
       const seen = new Map(Object.entries(first.tips));
-      // The records must be those of the tips the run began with: a node in one line and not the
-      // other, or at another commit, means the file was damaged.
-      const records = () => {
-        let read: Record<string, NodeRecord>;
+      const parse = (): Record<string, NodeRecord> => {
         try {
-          read = (JSON.parse(lines[1]!.toString('utf8')) as { nodes: Record<string, NodeRecord> }).nodes;
+          const read = (JSON.parse(lines[1]!.toString('utf8')) as { nodes: Record<string, NodeRecord> }).nodes;
           for (const record of Object.values(read)) record.tip.report = null;
+          return read;
         } catch {
           throw new DamagedIndex(files.index);
         }
+      };
+      const parsed = first.reader === HOST_VERSION ? undefined : unjudged(parse(), seen, first.reader, files.index);
+      // The records must be those of the tips the run began with: a node in one line and not the
+      // other, or at another commit, means the file was damaged.
+      const records = () => {
+        const read = parsed ?? parse();
         if (Object.keys(read).length !== seen.size || [...seen].some(([node, commit]) => read[node]?.tip.commit !== commit)) throw new DamagedIndex(files.index);
         return read;
       };
@@ -117,6 +124,22 @@ export async function readIndex(files: IndexFiles): Promise<ReadIndex> {
   }
   console.error(damagedNote(files.index));
   return empty();
+}
+
+/**
+ * `records` without the nodes whose report another mesh-cli (version `reader`) found invalid, which
+ * are also taken out of `seen`: this run fetches and judges them again, as a node seen the first
+ * time. A reader of another version may read what that one could not (a newer host's report), or
+ * refuse what it took; what it found valid stays, with the chain the index remembers.
+ */
+function unjudged(records: Record<string, NodeRecord>, seen: Map<string, string>, reader: string | undefined, file: string): Record<string, NodeRecord> {
+  const again = Object.keys(records).filter((node) => records[node]!.tip.verdict.signature === 'invalid');
+  for (const node of again) {
+    seen.delete(node);
+    delete records[node];
+  }
+  if (again.length > 0) console.error(`note: ${file} was written by ${reader ? `mesh-cli ${reader}` : 'an earlier mesh-cli'}; the ${again.length === 1 ? 'report' : `${again.length} reports`} it found invalid ${again.length === 1 ? 'is' : 'are'} judged again by this one (${HOST_VERSION})`);
+  return records;
 }
 
 /**
@@ -171,6 +194,8 @@ function splitLines(bytes: Buffer, n: number): Buffer[] {
 /** The first line of a format-4 index. */
 interface IndexV4 {
   format: 4;
+  /** The version of the mesh-cli that judged the reports (absent: one from before it was kept). */
+  reader?: string;
   vouched: string[];
   tips: Record<string, string>;
 }
@@ -252,7 +277,7 @@ export function writeIndex(files: IndexFiles, index: IndexFile, opts: { identiti
   if (opts.identities) writeParts(files.identities, [JSON.stringify({ identities: index.identities })]);
   const nodes = Object.keys(index.nodes);
   const tips = Object.fromEntries(nodes.map((node) => [node, index.nodes[node]!.tip.commit]));
-  writeParts(files.index, [JSON.stringify({ format: index.format, vouched: index.vouched, tips }), '\n', recordsLine(index.nodes), '\n', opts.reports, '\n']);
+  writeParts(files.index, [JSON.stringify({ format: index.format, reader: HOST_VERSION, vouched: index.vouched, tips }), '\n', recordsLine(index.nodes), '\n', opts.reports, '\n']);
 }
 
 /** How many UTF-16 units of a string writeParts encodes at a time: at most 3 bytes each, so a slice always fits WRITE_BUFFER. */
