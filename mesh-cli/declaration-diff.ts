@@ -13,7 +13,6 @@ import type { OwnedRecord } from '../schema/report.js';
 import { safeDiff, SENSITIVE_CHANGE } from '../core/unified-diff.js';
 import { BODIES } from '../core/declaration/render-with.js';
 
-
 /** One field of a resource that changes. */
 export interface FieldChange {
   field: string;

@@ -7,7 +7,7 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { tail } from '../agent/resources/command.js';
+import { tail } from '../agent/resources/program-output.js';
 import { emptyStore, openStore } from '../agent/store/store.js';
 import { cli, git, MESH_HOST, newMachine, runProgram } from './helpers/fleet.js';
 import { tempDirs } from './helpers/tmp.js';

@@ -11,7 +11,7 @@ import { decryptWith, encryptTo, newIdentity, quietX25519 } from '../core/secret
 import { nodeSecrets } from '../core/secrets/levels.js';
 import { placeholderOf } from '../core/secrets/placeholder.js';
 import { cannotRead, remedy, sameRecipients, wantedRecipients } from '../core/secrets/recipients.js';
-import { masked } from '../agent/resources/command.js';
+import { masked } from '../agent/resources/program-output.js';
 import { PLACEHOLDER_FACTS } from '../schema/facts.js';
 import { fromFiles } from '../mesh-cli/tree.js';
 

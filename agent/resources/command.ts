@@ -22,10 +22,9 @@ import { crashNow } from '../fault.js';
 import { underRoot } from '../paths.js';
 import { readGroup, readPasswd } from './accounts.js';
 import type { ExecResult, Handler, ResourceContext } from './handler.js';
+import { masked, tail } from './program-output.js';
 
 const DEFAULT_TIMEOUT = '5m';
-const TAIL_LINES = 20;
-const TAIL_BYTES = 2048;
 
 /** Why `r` runs this pass (null: it does not), checking its guards in order and running `unless` only when nothing else calls for it. */
 async function reasonToRun(r: CommandResource, ctx: ResourceContext, trigger: string | undefined): Promise<string | null> {
@@ -101,33 +100,9 @@ function accountOf(user: string, ctx: ResourceContext): { ids: { uid: number; gi
   return { ids: { uid: entry.uid, gid: entry.gid, groups }, env: { HOME: entry.home || '/', USER: user, LOGNAME: user } };
 }
 
-/** `text` with every one of `secrets` (as it is, and in base64 and hex) replaced by a mark: a command's output goes into the report and the log. */
-export function masked(text: string, secrets: string[] | undefined): string {
-  if (!secrets || secrets.length === 0) return text;
-  const forms = new Set<string>();
-  for (const s of secrets) {
-    if (s === '') continue;
-    const bytes = Buffer.from(s);
-    const b64 = bytes.toString('base64');
-    for (const f of [s, s.trim(), b64, b64.replace(/=+$/, ''), bytes.toString('base64url'), bytes.toString('hex'), bytes.toString('hex').toUpperCase()]) if (f.length >= 4) forms.add(f);
-  }
-  let out = text;
-  for (const f of [...forms].sort((a, b) => b.length - a.length)) out = out.split(f).join('[secret masked]');
-  return out;
-}
-
 function maskLine(line: ResourceResult, secrets: string[] | undefined): ResourceResult {
   if (!secrets || secrets.length === 0) return line;
   return { ...line, ...(line.changes ? { changes: line.changes.map((c) => masked(c, secrets)) } : {}), ...(line.error ? { error: masked(line.error, secrets) } : {}), ...(line.output ? { output: masked(line.output, secrets) } : {}) };
-}
-
-/** The last lines of `text`, at most TAIL_LINES lines and TAIL_BYTES bytes. */
-export function tail(text: string): string {
-  const lines = text.replace(/\n$/, '').split('\n');
-  let out = lines.slice(-TAIL_LINES).join('\n');
-  const bytes = Buffer.from(out);
-  if (bytes.length > TAIL_BYTES) out = bytes.subarray(bytes.length - TAIL_BYTES).toString().replace(/^\uFFFD+/, '');
-  return out;
 }
 
 const shown = (line: string[] | string) => (typeof line === 'string' ? JSON.stringify(line) : `[${line.join(', ')}]`);

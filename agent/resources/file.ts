@@ -9,7 +9,7 @@ import { MeshError } from '../../core/errors.js';
 import { describeOwnership, type NodeState } from './node.js';
 import type { ResourceContext } from './handler.js';
 import { assertParent, attributeDiff, nodeHandler, normalMode, ownerNeeds } from './node-handler.js';
-import { masked, tail } from './command.js';
+import { masked, tail } from './program-output.js';
 
 /** Files larger than this are not captured for restore; the host refuses to take them over. */
 const MAX_PRIOR_BYTES = 1024 * 1024;
