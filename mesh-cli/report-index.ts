@@ -168,7 +168,7 @@ async function refresh(fleet: Fleet, mainRef: string, network: (Network & { remo
   const index: IndexFile = { format: 4, nodes, identities, vouched: [...vouched] };
   const reports = changes === 0 && !damaged && before.views ? before.views : reportsLine(index);
   await textsWritten;
-  if (changes > 0 || damaged || idsChanged || vouched.size !== before.index.vouched.length) writeIndex(files, index, { identities: idsChanged, reports });
+  if (changes > 0 || damaged || idsChanged || before.otherReader || vouched.size !== before.index.vouched.length) writeIndex(files, index, { identities: idsChanged, reports });
   const work = { readOut: read.ms, verify: verifyStats.ms, verifiedOnMainThread: verifyStats.here };
   lap('chain+write', { reports: Object.keys(nodes).length, changed: read.records.size, verified: read.records.size + stale.count, work });
   return new Map(Object.entries(nodes).map(([node, r]) => [node, r.tip]));

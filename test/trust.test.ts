@@ -496,6 +496,31 @@ describe('reports are a hash chain', () => {
     expect(JSON.parse(readFileSync(join(mesh, 'reports.json'), 'utf8').split('\n')[0]!).reader).toBe(first.reader);
   });
 
+  it("an index and parsed node.yaml files another mesh-cli version wrote are written again by this one, even when it found nothing invalid", async () => {
+    const mesh = join(fleet.checkout, '.git/mesh');
+    const before = await row(fleet.checkout);
+    const index = join(mesh, 'reports.json');
+    const [head, records, reports] = readFileSync(index, 'utf8').split('\n');
+    const first = JSON.parse(head!);
+    writeFileSync(index, `${JSON.stringify({ ...first, reader: '0.0.9' })}\n${records}\n${reports}\n`);
+    // That version could not read web-1's node.yaml (a field it did not know, say).
+    const kept = JSON.parse(readFileSync(join(mesh, 'identities.json'), 'utf8'));
+    expect(kept.reader).toBe(first.reader);
+    const blob = Object.keys(kept.identities)[0]!;
+    expect(kept.identities[blob]).toMatchObject({ node: 'web-1' });
+    writeFileSync(join(mesh, 'identities.json'), JSON.stringify({ reader: '0.0.9', identities: { [blob]: null } }));
+    const r = await cli(fleet.checkout, 'status', '--json');
+    expect(r.stderr).not.toContain('judged again');
+    expect(JSON.parse(r.stdout).nodes[0]).toEqual(before);
+    expect(JSON.parse(readFileSync(index, 'utf8').split('\n')[0]!).reader).toBe(first.reader);
+    expect(JSON.parse(readFileSync(join(mesh, 'identities.json'), 'utf8'))).toEqual(kept);
+    // This version's own cache is taken as it is.
+    writeFileSync(join(mesh, 'identities.json'), JSON.stringify({ reader: first.reader, identities: { [blob]: null } }));
+    await cli(fleet.checkout, 'status', '--json');
+    expect(JSON.parse(readFileSync(join(mesh, 'identities.json'), 'utf8')).identities[blob]).toBeNull();
+    writeFileSync(join(mesh, 'identities.json'), JSON.stringify(kept));
+  });
+
   it('a damaged line of reports in the index is read again from the report texts, and status says so', async () => {
     const mesh = join(fleet.checkout, '.git/mesh');
     const before = await row(fleet.checkout);

@@ -79,6 +79,8 @@ export interface ReadIndex {
   views?: Buffer;
   /** identities.json as read, parsed into `index.identities` by identityBlobs (after the first fetch is out). */
   identities?: string;
+  /** The index was written by another mesh-cli version (or one that did not name itself): this run writes it again. */
+  otherReader?: boolean;
 }
 
 /**
@@ -117,7 +119,7 @@ export async function readIndex(files: IndexFiles): Promise<ReadIndex> {
         if (Object.keys(read).length !== seen.size || [...seen].some(([node, commit]) => read[node]?.tip.commit !== commit)) throw new DamagedIndex(files.index);
         return read;
       };
-      return { index: { format: 4, nodes: {}, identities: {}, vouched: first.vouched }, seen, records, views: lines[2], identities };
+      return { index: { format: 4, nodes: {}, identities: {}, vouched: first.vouched }, seen, records, views: lines[2], identities, otherReader: first.reader !== HOST_VERSION };
     }
   } catch {
     // said below
@@ -200,11 +202,15 @@ interface IndexV4 {
   tips: Record<string, string>;
 }
 
-/** Parsed node.yaml files by blob id, from the text of identities.json; a cache (an unreadable one is parsed again from main). */
+/**
+ * Parsed node.yaml files by blob id, from the text of identities.json; a cache (an unreadable one
+ * is parsed again from main, and so is one another mesh-cli version parsed: it may have read a
+ * node.yaml this one reads otherwise).
+ */
 export function parseIdentities(text: string): IndexFile['identities'] {
   try {
-    const read = JSON.parse(text) as { identities?: IndexFile['identities'] };
-    return read.identities && typeof read.identities === 'object' ? read.identities : {};
+    const read = JSON.parse(text) as { reader?: string; identities?: IndexFile['identities'] };
+    return read.reader === HOST_VERSION && read.identities && typeof read.identities === 'object' ? read.identities : {};
   } catch {
     return {};
   }
@@ -274,7 +280,7 @@ export function reportsLine(index: IndexFile): string {
  */
 export function writeIndex(files: IndexFiles, index: IndexFile, opts: { identities: boolean; reports: string | Buffer }): void {
   mkdirSync(dirname(files.index), { recursive: true });
-  if (opts.identities) writeParts(files.identities, [JSON.stringify({ identities: index.identities })]);
+  if (opts.identities) writeParts(files.identities, [JSON.stringify({ reader: HOST_VERSION, identities: index.identities })]);
   const nodes = Object.keys(index.nodes);
   const tips = Object.fromEntries(nodes.map((node) => [node, index.nodes[node]!.tip.commit]));
   writeParts(files.index, [JSON.stringify({ format: index.format, reader: HOST_VERSION, vouched: index.vouched, tips }), '\n', recordsLine(index.nodes), '\n', opts.reports, '\n']);
