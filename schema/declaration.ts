@@ -86,12 +86,16 @@ export const SymlinkResource = z
   })
   .refine((l) => l.target !== undefined || l.ensure === 'absent', { message: 'a symlink needs a target (or ensure: absent)', path: ['target'] });
 
-export const PackageResource = z.strictObject({
-  type: z.literal('package'),
-  name: z.string().regex(/^[a-z0-9][a-z0-9+.-]+$/, { message: 'must be a Debian package name' }),
-  version: version.optional(),
-  ensure,
-});
+export const PackageResource = z
+  .strictObject({
+    type: z.literal('package'),
+    name: z.string().regex(/^[a-z0-9][a-z0-9+.-]+$/, { message: 'must be a Debian package name' }),
+    version: version.optional(),
+    ensure,
+    /** With ensure: absent, its configuration files go too (apt-get purge; Puppet's ensure => purged). */
+    purge: z.boolean().optional(),
+  })
+  .refine((p) => !(p.purge && p.ensure !== 'absent'), { message: 'purge removes a package with its configuration files: write ensure: absent with it, or drop purge', path: ['purge'] });
 
 export const ServiceResource = z.strictObject({
   type: z.literal('service'),

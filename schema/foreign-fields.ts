@@ -72,7 +72,7 @@ export const FOREIGN_TYPES: Readonly<Record<string, string>> = {
 export const FOREIGN_ENSURE: Readonly<Record<string, string>> = {
   installed: 'write ensure: present',
   latest: 'write ensure: present, and pin the version with version: "1.2-1" (there is no latest)',
-  purged: 'write ensure: absent',
+  purged: 'write ensure: absent, and purge: true to remove its configuration files too',
   removed: 'write ensure: absent',
   file: 'write ensure: present (a file is type: file)',
   directory: 'a folder is type: directory, with ensure: present',

@@ -15,6 +15,10 @@ import { MESH_HOST, newMachine, runProgram } from './helpers/fleet.js';
 const HELLO = 'mesh-test-hello';
 const GREETING = `usr/share/${HELLO}/greeting`;
 const pkg = (fields: string) => `  - type: package\n    name: ${HELLO}\n${fields}`;
+/** A package with a configuration file, which dpkg keeps when it is removed and deletes when it is purged. */
+const CONF = 'mesh-test-conf';
+const CONF_FILE = `etc/${CONF}/${CONF}.conf`;
+const conf = (fields: string) => `  - type: package\n    name: ${CONF}\n${fields}`;
 
 let work: string;
 let repo: string;
@@ -34,11 +38,17 @@ function hostFingerprint() {
   };
 }
 
-/** Apply `resources` (YAML list items) to `root` with the built host; returns its JSON body and the commands it ran. */
-async function apply(root: string, resources: string) {
+/** A bundle folder holding `resources` (YAML list items) as its one declaration file. */
+function bundleOf(resources: string): string {
   const bundle = join(work, `bundle-${++seq}`);
   mkdirSync(bundle);
   writeFileSync(join(bundle, 'base.yaml'), resources.trim() ? `resources:\n${resources}` : 'resources: []\n');
+  return bundle;
+}
+
+/** Apply `resources` (YAML list items) to `root` with the built host; returns its JSON body and the commands it ran. */
+async function apply(root: string, resources: string) {
+  const bundle = bundleOf(resources);
   const log = join(work, `exec-${seq}.log`);
   writeFileSync(log, '');
   const env = { PATH: `${shims}:${process.env.PATH}`, MESH_TEST_EXEC_LOG: log };
@@ -76,6 +86,7 @@ describe('the package resource', () => {
       buildDeb(debs, { name: HELLO, version: '2.0-1', files: { [`/${GREETING}`]: 'hello 2\n' }, depends: 'mesh-test-lib' }),
       buildDeb(debs, { name: 'mesh-test-lib', version: '1.0-1', files: { '/usr/share/mesh-test-lib/lib': 'lib\n' } }),
       buildDeb(debs, { name: 'mesh-test-broken', version: '1.0-1', depends: 'mesh-test-nowhere (>= 2)' }),
+      buildDeb(debs, { name: CONF, version: '1.0-1', files: { [`/${CONF_FILE}`]: 'setting = 1\n' }, conffiles: [`/${CONF_FILE}`] }),
     ]);
     shims = loggingShims(join(work, 'shims'), ['apt-get', 'dpkg-query']);
   });
@@ -138,6 +149,48 @@ describe('the package resource', () => {
     expect(dpkgSays(root)).toBeNull();
     expect(existsSync(join(root, GREETING))).toBe(false);
     expect((await apply(root, pkg('    ensure: absent\n'))).ran).toEqual([`dpkg-query ${HELLO}`]);
+  });
+
+  it('ensure: absent with purge: true removes it with its configuration files, and says so', async () => {
+    const root = machine('purge');
+    expect((await apply(root, conf(''))).code).toBe(0);
+    expect(readFileSync(join(root, CONF_FILE), 'utf8')).toBe('setting = 1\n');
+    const run = await apply(root, conf('    ensure: absent\n    purge: true\n'));
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.body.resources).toEqual([{ id: `package:${CONF}`, result: 'updated', changes: ['installed at 1.0-1, should be purged'] }]);
+    expect(run.ran).toEqual([`dpkg-query ${CONF}`, `apt-get -s purge ${CONF}`, `apt-get purge ${CONF}`, `dpkg-query ${CONF}`]);
+    expect(dpkgSays(root, CONF)).toBeNull();
+    expect(existsSync(join(root, CONF_FILE))).toBe(false);
+    expect((await apply(root, conf('    ensure: absent\n    purge: true\n'))).ran).toEqual([`dpkg-query ${CONF}`]);
+  });
+
+  it('purge: true finishes what an earlier removal left: the configuration files dpkg kept', async () => {
+    const root = machine('purge-later');
+    expect((await apply(root, conf(''))).code).toBe(0);
+    writeFileSync(join(root, CONF_FILE), 'setting = 2\n');
+    const removed = await apply(root, conf('    ensure: absent\n'));
+    expect(removed.body.resources).toEqual([{ id: `package:${CONF}`, result: 'updated', changes: ['installed at 1.0-1, should be absent'] }]);
+    // Removed, as apt-get remove leaves it: a second pass without purge has nothing to do.
+    expect(dpkgSays(root, CONF)).toBe('deinstall ok config-files 1.0-1');
+    expect(readFileSync(join(root, CONF_FILE), 'utf8')).toBe('setting = 2\n');
+    expect((await apply(root, conf('    ensure: absent\n'))).body.resources).toEqual([{ id: `package:${CONF}`, result: 'unchanged' }]);
+    const run = await apply(root, conf('    ensure: absent\n    purge: true\n'));
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.body.resources).toEqual([{ id: `package:${CONF}`, result: 'updated', changes: ['removed, its configuration files (of 1.0-1) remain, should be purged'] }]);
+    expect(dpkgSays(root, CONF)).toBeNull();
+    expect(existsSync(join(root, CONF_FILE))).toBe(false);
+    // Un-declared, nothing is put back: configuration files alone were no package.
+    const undeclared = await apply(root, '');
+    expect(undeclared.code, undeclared.stderr).toBe(0);
+    expect(dpkgSays(root, CONF)).toBeNull();
+  });
+
+  it('purge without ensure: absent is refused before anything runs', async () => {
+    const root = await installed('purge-present', '1.0-1');
+    const run = await runProgram('node', [MESH_HOST, 'apply', '--bundle', bundleOf(pkg('    purge: true\n')), '--root', root], root, {});
+    expect(run.code).toBe(1);
+    expect(run.stdout + run.stderr).toContain('base.yaml:4:12: resources.0.purge: purge removes a package with its configuration files: write ensure: absent with it, or drop purge');
+    expect(dpkgSays(root)).toBe('install ok installed 1.0-1');
   });
 
   it('un-declaring a package the host installed removes it', async () => {

@@ -28,14 +28,19 @@ export function dpkgDir(root: string): string {
   return dirname(status);
 }
 
-/** The installed version and dpkg state of `name` in the root's own dpkg database; null when not installed. */
-export async function queryInstalled(ctx: HostContext, name: string): Promise<Installed | null> {
+/**
+ * The installed version and dpkg state of `name` in the root's own dpkg database; null when not
+ * installed. A package removed but for its configuration files counts as not installed, unless
+ * `leftovers` asks for them: it is then `config-files` at the version they came with.
+ */
+export async function queryInstalled(ctx: HostContext, name: string, leftovers = false): Promise<Installed | null> {
   const admindir = dpkgDir(ctx.root);
   const r = await ctx.exec('dpkg-query', [`--admindir=${admindir}`, '--show', '--showformat=${Status}\\t${Version}\\n', name], { env: { LC_ALL: 'C' } });
   if (r.code === 1 && /no packages found/.test(r.stderr)) return null;
   if (r.code !== 0) throw aptFailure(`dpkg-query --admindir=${admindir} --show ${name}`, r, 'check that the dpkg database under the root is readable and not damaged');
   const [status = '', version = ''] = (r.stdout.split('\n')[0] ?? '').split('\t');
   const state = status.split(' ')[2] ?? '';
+  if (state === 'config-files' && leftovers) return { version, status: state };
   return state === '' || state === 'not-installed' || state === 'config-files' ? null : { version, status: state };
 }
 
@@ -151,14 +156,15 @@ export async function installPackage(ctx: HostContext, name: string, version: st
   throw aptFailure(`apt-get install ${spec}`, r, 'fix the cause above (the package or the machine); the next pass tries again');
 }
 
-/** `apt-get remove NAME`, refused when apt would also remove packages that depend on it. */
-export async function removePackage(ctx: HostContext, name: string): Promise<void> {
-  const plan = await aptGet(ctx, ['-s', 'remove', name]);
-  if (plan.code !== 0) throw aptFailure(`apt-get remove ${name}`, plan, 'fix the cause above; the next pass tries again');
-  const others = [...plan.stdout.matchAll(/^Remv (\S+)/gm)].map((m) => m[1]!).filter((p) => p.split(':')[0] !== name);
+/** `apt-get remove NAME` (`purge`: `apt-get purge`, its configuration files too), refused when apt would also remove packages that depend on it. */
+export async function removePackage(ctx: HostContext, name: string, purge = false): Promise<void> {
+  const verb = purge ? 'purge' : 'remove';
+  const plan = await aptGet(ctx, ['-s', verb, name]);
+  if (plan.code !== 0) throw aptFailure(`apt-get ${verb} ${name}`, plan, 'fix the cause above; the next pass tries again');
+  const others = [...plan.stdout.matchAll(/^(?:Remv|Purg) (\S+)/gm)].map((m) => m[1]!).filter((p) => p.split(':')[0] !== name);
   if (others.length > 0) {
     throw new MeshError('E_PACKAGE_NEEDED', `removing ${name} would also remove what depends on it (${others.join(', ')}): mesh removes only what it was asked to; remove or un-declare those first, or keep ${name} declared`, { data: { name, others } });
   }
-  const r = await aptGet(ctx, ['remove', '-y', name]);
-  if (r.code !== 0) throw aptFailure(`apt-get remove ${name}`, r, 'fix the cause above; the next pass tries again');
+  const r = await aptGet(ctx, [verb, '-y', name]);
+  if (r.code !== 0) throw aptFailure(`apt-get ${verb} ${name}`, r, 'fix the cause above; the next pass tries again');
 }

@@ -1,7 +1,7 @@
 /**
  * `package`: one Debian package, at an exact `version`, at any version (`ensure: present`, the
- * default) or absent, through the machine's real apt-get and dpkg (see apt.ts for how they are
- * kept under the root). Reading asks only the root's dpkg database, so a pass with nothing to
+ * default) or absent (with `purge`, its configuration files too), through the machine's real
+ * apt-get and dpkg (see apt.ts for how they are kept under the root). Reading asks only the root's dpkg database, so a pass with nothing to
  * change runs no apt at all; the package lists are refreshed only when they are missing, older
  * than the sources, or do not know the version asked for. Un-declaring: a package that was
  * installed before the host took it over stays installed and gets its earlier version back
@@ -32,12 +32,15 @@ export const packageHandler: Handler<PackageResource> = {
   },
 
   async read(r, ctx) {
-    return queryInstalled(ctx, r.name);
+    return queryInstalled(ctx, r.name, r.purge === true);
   },
 
   diff(r, observed) {
     const now = observed as Installed | null;
-    if (r.ensure === 'absent') return now ? [`installed at ${now.version}, should be absent`] : [];
+    if (r.ensure === 'absent') {
+      if (!now) return [];
+      return now.status === 'config-files' ? [`removed, its configuration files (of ${now.version}) remain, should be purged`] : [`installed at ${now.version}, should be ${r.purge ? 'purged' : 'absent'}`];
+    }
     if (!now) return [`not installed, should be ${r.version ?? 'installed'}`];
     const changes: string[] = [];
     if (r.version !== undefined && now.version !== r.version) changes.push(`version ${now.version} → ${r.version}`);
@@ -47,7 +50,7 @@ export const packageHandler: Handler<PackageResource> = {
 
   async apply(r, observed, ctx) {
     const now = observed as Installed | null;
-    if (r.ensure === 'absent') return removePackage(ctx, r.name);
+    if (r.ensure === 'absent') return removePackage(ctx, r.name, r.purge === true);
     // A half-installed package at the right version is repaired by installing it again.
     const reinstall = now !== null && now.status !== 'installed' && (r.version === undefined || r.version === now.version);
     await installPackage(ctx, r.name, r.version, reinstall);
@@ -55,7 +58,8 @@ export const packageHandler: Handler<PackageResource> = {
 
   async prior(_r, observed) {
     const now = observed as Installed | null;
-    return now ? { existed: true, version: now.version } : { existed: false };
+    // Configuration files alone are not a package to put back.
+    return now && now.status !== 'config-files' ? { existed: true, version: now.version } : { existed: false };
   },
 
   async remove(record, ctx) {

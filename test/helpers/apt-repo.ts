@@ -15,6 +15,8 @@ export interface DebSpec {
   /** Machine path → content of each file the package installs. */
   files?: Record<string, string>;
   depends?: string;
+  /** Paths among `files` that dpkg keeps as configuration files (kept on remove, removed on purge). */
+  conffiles?: string[];
 }
 
 /** Build `NAME_VERSION_all.deb` in `dir` with the real `dpkg-deb --build`; returns its path. */
@@ -24,6 +26,7 @@ export function buildDeb(dir: string, spec: DebSpec): string {
     mkdirSync(join(tree, 'DEBIAN'));
     const control = [`Package: ${spec.name}`, `Version: ${spec.version}`, 'Architecture: all', 'Maintainer: mesh tests <tests@localhost>', ...(spec.depends ? [`Depends: ${spec.depends}`] : []), `Description: mesh test package ${spec.name}`];
     writeFileSync(join(tree, 'DEBIAN/control'), control.join('\n') + '\n');
+    if (spec.conffiles) writeFileSync(join(tree, 'DEBIAN/conffiles'), spec.conffiles.map((path) => `${path}\n`).join(''));
     for (const [path, content] of Object.entries(spec.files ?? {})) {
       mkdirSync(dirname(join(tree, path)), { recursive: true });
       writeFileSync(join(tree, path), content);
