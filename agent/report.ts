@@ -43,10 +43,10 @@ export function buildReport(config: HostConfig, store: Store, body: ReportBody, 
   };
 }
 
-/** The owned set as the report carries it: identities and declared fields, never the prior contents of files. */
+/** The owned set as the report carries it: identities and declared fields, never the prior contents of files, nor a user's password hash. */
 function recoveryCopy(record: OwnedRecord): OwnedRecord {
   const prior = record.prior ? { existed: Boolean(record.prior.existed) } : null;
-  const { content: _content, ...resource } = record.resource;
+  const { content: _content, password: _password, ...resource } = record.resource;
   return { ...record, resource, prior };
 }
 

@@ -26,7 +26,7 @@ export interface FieldChange {
 export interface ResourceChange {
   action: 'add' | 'change' | 'remove';
   id: string;
-  /** Changed fields (for `add`, every field set); `content` appears here without its value. */
+  /** Changed fields (for `add`, every field set); `content` and `password` appear here without their values. */
   fields: FieldChange[];
   /** Unified diff of file content, secrets elided; absent when content did not change. For a resource that read a secret, only "changed (sensitive)". */
   diff?: string[];
@@ -117,8 +117,11 @@ export function fieldChanges(before: Resource | null, after: Resource): FieldCha
   const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])].filter((k) => k !== 'type' && k !== identity);
   return keys
     .filter((k) => !isDeepStrictEqual(a[k], b[k]))
-    .map((field) => (field === 'content' ? { field } : { field, ...(field in a ? { from: a[field] } : {}), ...(field in b ? { to: b[field] } : {}) }));
+    .map((field) => (VALUELESS.has(field) ? { field } : { field, ...(field in a ? { from: a[field] } : {}), ...(field in b ? { to: b[field] } : {}) }));
 }
+
+/** Fields whose value a plan never shows: a file's content (its diff does, secrets elided) and a user's password hash. */
+const VALUELESS: ReadonlySet<string> = new Set(['content', 'password']);
 
 function contentDiff(before: Resource | null, after: Resource): string[] {
   const old = before?.type === 'file' ? (before.content ?? '') : '';

@@ -112,8 +112,15 @@ export const UserResource = z.strictObject({
   uid: z.number().int().nonnegative().optional(),
   group: name.optional(),
   groups: z.array(name).optional(),
+  /** The GECOS field: a full name, say. */
+  comment: z.string().regex(/^[^:\n]*$/, { message: 'a comment is one line without a colon (etc/passwd separates its fields with colons)' }).optional(),
   home: absolutePath.optional(),
   shell: absolutePath.optional(),
+  /** The hash etc/shadow holds, as `openssl passwd -6` or `mkpasswd` prints it, or ! (no password: the account cannot log in with one). */
+  password: z
+    .string()
+    .regex(/^(?:!?\$[^:\s]+|!|\*)$/, { message: "password is the hash etc/shadow holds, as 'openssl passwd -6' or 'mkpasswd -m yescrypt' prints it (starting with $), or ! for no password: never the password itself" })
+    .optional(),
   system: z.boolean().optional(),
   ensure,
 });

@@ -35,7 +35,12 @@ export const FOREIGN_FIELDS: Readonly<Record<string, Readonly<Record<string, str
     ensure: 'write running: true or running: false, and enabled: true or false for at boot',
     enable: 'write enabled: true or enabled: false',
   },
-  user: { state: PRESENCE },
+  user: {
+    state: PRESENCE,
+    gecos: 'write comment:',
+    managehome: 'mesh never makes or deletes a home behind your back: declare it as a type: directory owned by the user',
+    create_home: 'mesh never makes or deletes a home behind your back: declare it as a type: directory owned by the user',
+  },
   group: { state: PRESENCE },
   command: {
     command: 'write run:',

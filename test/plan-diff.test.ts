@@ -92,6 +92,13 @@ describe('declaration diffs', () => {
     });
   });
 
+  it("name a user's password hash as changed, never its value", () => {
+    const before: Resource = { type: 'user', name: 'app', password: '$6$a$old', comment: 'App' };
+    expect(diffDeclarations([before], [{ ...before, password: '$6$b$new', comment: 'The app' }]).changes).toEqual([
+      { action: 'change', id: 'user:app', fields: [{ field: 'password' }, { field: 'comment', from: 'App', to: 'The app' }] },
+    ]);
+  });
+
   it('notice a reorder, which changes the digest but no resource', () => {
     expect(diffDeclarations([app, motd], [motd, app])).toEqual({ changes: [], reordered: true });
   });

@@ -19,6 +19,8 @@ import { plan } from '../core/plan.js';
 import { handlerFor } from '../agent/resources/index.js';
 import type { ServiceManager } from '../agent/resources/service.js';
 import { openStore } from '../agent/store/store.js';
+import type { HostConfig } from '../agent/config.js';
+import { buildReport } from '../agent/report.js';
 import type { Resource } from '../schema/declaration.js';
 import type { ResourceResult } from '../schema/report.js';
 import { hostCmd, newMachine, runProgram } from './helpers/fleet.js';
@@ -62,13 +64,19 @@ interface Body {
   counts?: Record<string, number>;
 }
 
-/** One pass of `yaml` (the resources: list) on `root`, with `files` beside the declaration; returns the exit code and the parsed result. */
-async function apply(root: string, resources: string, files: Record<string, string> = {}): Promise<{ code: number; body: Body }> {
+/** The bundle folder beside `root`, holding `resources` (the resources: list) and `files`. */
+function bundleWith(root: string, resources: string, files: Record<string, string> = {}): string {
   const bundle = join(root, '..', `${root.split('/').pop()}-bundle`);
   rmSync(bundle, { recursive: true, force: true });
   mkdirSync(bundle);
   writeFileSync(join(bundle, 'base.yaml'), resources ? `resources:\n${resources}` : 'resources: []\n');
   for (const [name, text] of Object.entries(files)) writeFileSync(join(bundle, name), text);
+  return bundle;
+}
+
+/** One pass of `yaml` (the resources: list) on `root`, with `files` beside the declaration; returns the exit code and the parsed result. */
+async function apply(root: string, resources: string, files: Record<string, string> = {}): Promise<{ code: number; body: Body }> {
+  const bundle = bundleWith(root, resources, files);
   const run = await hostCmd(root, 'apply', '--bundle', bundle, '--json');
   if (!run.stdout.trim()) throw new Error(`mesh-host apply printed nothing (exit ${run.code}): ${run.stderr}`);
   return { code: run.code, body: JSON.parse(run.stdout) as Body };
@@ -445,6 +453,50 @@ describe('user', () => {
     const { body } = await apply(root, alice());
     expect(lineOf(body, 'user:alice')).toEqual({ id: 'user:alice', result: 'updated', changes: ['shell /bin/sh → /bin/bash', 'groups users → ops,users'], drift: true });
     expect(etcLine(root, 'passwd', 'alice')).toBe('alice:x:2500:3000::/home/alice:/bin/bash');
+  });
+
+  it('sets its comment and password hash, repairs them when changed by hand, and never shows the hash', async () => {
+    const hash = '$6$meshsalt$u8jsb1/K9dnE8n3tQPwbHYDR2yRzOVqbpy6.h7lWkFM.5nPM1Copm7C0lZ1dLomFFurj7cIfnXoKNsotqJIxk.';
+    const other = '$6$othersalt$EZtx4LFMZqJqpkDzicWTmsiow8KfL5uBgpazHAMx8kV.YQmlwOahpKARkeznLitkLjAyLHFY0Xn8S/r8bRpD/1';
+    const declared = (comment: string) => `${alice()}    comment: ${comment}\n    password: '${hash}'\n` + `  - type: user\n    name: ops\n    password: '${hash}'\n`;
+    const root = machine();
+    const created = await apply(root, declared('Alice Liddell'));
+    expect(created.body.resources.map((l) => `${l.id} ${l.result}`)).toEqual(['group:web created', 'user:alice created', 'user:ops updated']);
+    expect(lineOf(created.body, 'user:ops')!.changes).toEqual(['password changed']);
+    expect(etcLine(root, 'passwd', 'alice')).toBe('alice:x:2500:3000:Alice Liddell:/home/alice:/bin/bash');
+    expect(etcLine(root, 'shadow', 'alice')!.split(':')[1]).toBe(hash);
+    expect(etcLine(root, 'shadow', 'ops')!.split(':')[1]).toBe(hash);
+    expect((await apply(root, declared('Alice Liddell'))).body.resources.map((l) => l.result)).toEqual(['unchanged', 'unchanged', 'unchanged']);
+    expect((await onRoot(root, 'usermod', '--password', other, '--comment', 'somebody', 'alice')).code).toBe(0);
+    const repaired = await hostCmd(root, 'apply', '--bundle', join(root, '..', 'root-bundle'), '--json');
+    const body = JSON.parse(repaired.stdout) as Body;
+    expect(lineOf(body, 'user:alice')).toEqual({ id: 'user:alice', result: 'updated', changes: ['comment "somebody" → "Alice Liddell"', 'password changed'], drift: true });
+    expect(etcLine(root, 'shadow', 'alice')!.split(':')[1]).toBe(hash);
+    expect(repaired.stdout + repaired.stderr).not.toContain('$6$');
+    // The store keeps what ops had before (to put it back); the report's copy of the owned set carries no hash.
+    const store = openStore(join(root, 'var/lib/mesh-host/store.json'));
+    expect(store.owned('user:ops')?.resource.password).toBe(hash);
+    const config = { node: 'web-1', generation: 1, nodeKey: 'ssh-ed25519 AAAA', vouch: null } as unknown as HostConfig;
+    const report = buildReport(config, store, { kind: 'reconcile', commit: '0'.repeat(40), digest: 'x', outcome: 'applied', errors: [], resources: [] }, new Date());
+    expect(report.owned.map((o) => o.id)).toEqual(['group:web', 'user:alice', 'user:ops']);
+    expect(JSON.stringify(report)).not.toContain('$6$');
+    // Un-declared, ops gets the hash it had before back (none: !).
+    const undeclared = await apply(root, alice());
+    expect(lineOf(undeclared.body, 'user:ops')).toEqual({ id: 'user:ops', result: 'restored', changes: ['restored user ops: password changed'] });
+    expect(etcLine(root, 'shadow', 'ops')!.split(':')[1]).toBe('!');
+    expect(JSON.stringify(undeclared.body)).not.toContain('$6$');
+  });
+
+  it('refuses a password that is not a hash, and a comment with a colon, naming the line', async () => {
+    const root = machine();
+    const run = await hostCmd(root, 'apply', '--bundle', bundleWith(root, '  - type: user\n    name: bob\n    password: hunter2\n    comment: "a:b"\n'), '--json');
+    expect(run.code).toBe(1);
+    const messages = (JSON.parse(run.stdout) as Body).errors.map((e) => `${e.line}:${e.col} ${e.message}`);
+    expect(messages).toEqual([
+      "4:15 resources.0.password: password is the hash etc/shadow holds, as 'openssl passwd -6' or 'mkpasswd -m yescrypt' prints it (starting with $), or ! for no password: never the password itself",
+      '5:14 resources.0.comment: a comment is one line without a colon (etc/passwd separates its fields with colons)',
+    ]);
+    expect(etcLine(root, 'passwd', 'bob')).toBeUndefined();
   });
 
   it('un-declared, is deleted when the host created it; a user that was there before gets its old fields back', async () => {

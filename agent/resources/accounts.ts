@@ -15,6 +15,8 @@ export interface PasswdEntry {
   name: string;
   uid: number;
   gid: number;
+  /** The GECOS field (a full name, a room, a phone…), as `comment` declares it. */
+  comment: string;
   home: string;
   shell: string;
 }
@@ -27,9 +29,14 @@ export interface GroupEntry {
 
 /** Every user in the root's etc/passwd (none when the file is missing). */
 export function readPasswd(root: string): PasswdEntry[] {
-  return rows(root, '/etc/passwd').flatMap(([name, , uid, gid, , home, shell]) =>
-    name && /^\d+$/.test(uid ?? '') && /^\d+$/.test(gid ?? '') ? [{ name, uid: Number(uid), gid: Number(gid), home: home ?? '', shell: shell ?? '' }] : [],
+  return rows(root, '/etc/passwd').flatMap(([name, , uid, gid, comment, home, shell]) =>
+    name && /^\d+$/.test(uid ?? '') && /^\d+$/.test(gid ?? '') ? [{ name, uid: Number(uid), gid: Number(gid), comment: comment ?? '', home: home ?? '', shell: shell ?? '' }] : [],
   );
+}
+
+/** The password hash field of `name` in the root's etc/shadow ('' when it has no entry, or the machine no etc/shadow). */
+export function readShadowHash(root: string, name: string): string {
+  return rows(root, '/etc/shadow').find(([user]) => user === name)?.[1] ?? '';
 }
 
 /** Every group in the root's etc/group (none when the file is missing). */

@@ -1,11 +1,13 @@
 /**
  * `user`: one account in the root's etc/passwd — uid, primary group, supplementary groups,
- * home and shell — or its absence, through useradd/usermod/userdel. mesh never creates or
- * deletes home directories: declare the home as a `directory` owned by the user.
+ * comment, home and shell, and its password hash in etc/shadow — or its absence, through
+ * useradd/usermod/userdel. mesh never creates or deletes home directories: declare the home as a
+ * `directory` owned by the user. A password hash is never shown: its difference is "password
+ * changed", as Puppet says it.
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { UserResource } from '../../schema/declaration.js';
-import { accountHandler, readGroup, readPasswd, shadowTool, type AccountKind } from './accounts.js';
+import { accountHandler, readGroup, readPasswd, readShadowHash, shadowTool, type AccountKind } from './accounts.js';
 import type { ResourceContext } from './handler.js';
 
 export interface UserState extends Record<string, unknown> {
@@ -14,11 +16,14 @@ export interface UserState extends Record<string, unknown> {
   group: string;
   /** Supplementary groups, sorted. */
   groups: string[];
+  comment: string;
   home: string;
   shell: string;
+  /** The hash etc/shadow holds ('' when it holds none). A state kept by an earlier host may lack it and `comment`: they are then left as they are. */
+  password: string;
 }
 
-type Wanted = Partial<Pick<UserState, 'uid' | 'group' | 'groups' | 'home' | 'shell'>>;
+type Wanted = Partial<Pick<UserState, 'uid' | 'group' | 'groups' | 'comment' | 'home' | 'shell' | 'password'>>;
 
 function readState(ctx: ResourceContext, name: string): UserState | null {
   const entry = readPasswd(ctx.root).find((u) => u.name === name);
@@ -26,7 +31,7 @@ function readState(ctx: ResourceContext, name: string): UserState | null {
   const groups = readGroup(ctx.root);
   const group = groups.find((g) => g.gid === entry.gid)?.name ?? String(entry.gid);
   const member = groups.filter((g) => g.members.includes(name)).map((g) => g.name).sort();
-  return { uid: entry.uid, group, groups: member, home: entry.home, shell: entry.shell };
+  return { uid: entry.uid, group, groups: member, comment: entry.comment, home: entry.home, shell: entry.shell, password: readShadowHash(ctx.root, name) };
 }
 
 /** One phrase per field of `want` that differs from `now`. */
@@ -37,6 +42,8 @@ function differences(want: Wanted, now: UserState): string[] {
   }
   const groups = want.groups && [...want.groups].sort();
   if (groups && !isDeepStrictEqual(groups, now.groups)) out.push(`groups ${now.groups.join(',') || '(none)'} → ${groups.join(',') || '(none)'}`);
+  if (want.comment !== undefined && want.comment !== now.comment) out.push(`comment ${JSON.stringify(now.comment)} → ${JSON.stringify(want.comment)}`);
+  if (want.password !== undefined && want.password !== now.password) out.push('password changed');
   return out;
 }
 
@@ -47,8 +54,11 @@ function options(want: Wanted, now: UserState | null): string[] {
     ...(differs('uid') ? ['--uid', String(want.uid)] : []),
     ...(differs('group') ? ['--gid', want.group!] : []),
     ...(differs('groups') && (now || want.groups!.length > 0) ? ['--groups', want.groups!.join(',')] : []),
+    ...(differs('comment') ? ['--comment', want.comment!] : []),
     ...(differs('home') ? ['--home', want.home!] : []),
     ...(differs('shell') ? ['--shell', want.shell!] : []),
+    // As Puppet's useradd provider: the hash goes on usermod's command line, where only root and the process itself can see it for its lifetime.
+    ...(differs('password') && (now || want.password !== '') ? ['--password', want.password!] : []),
   ];
 }
 
@@ -59,7 +69,7 @@ const userAccount: AccountKind<UserState> = {
   differences,
   async recreate(ctx, name, before) {
     await shadowTool(ctx, 'useradd', ['--no-create-home', ...options(before, null), name]);
-    return `re-created user ${name} with its earlier uid, groups, home and shell (not its password)`;
+    return `re-created user ${name} with its earlier uid, groups, home and shell${before.password === undefined ? ' (not its password)' : ', comment and password'}`;
   },
   async restore(ctx, name, before, now, changed) {
     await shadowTool(ctx, 'usermod', [...options(before, now), name]);
