@@ -11,7 +11,7 @@ import { resourceId } from '../schema/resource-id.js';
 import { dropInDir, unitFile } from '../core/declaration/unit-file.js';
 import type { OwnedRecord } from '../schema/report.js';
 import { safeDiff, SENSITIVE_CHANGE } from '../core/unified-diff.js';
-import { BODIES } from '../core/declaration/render-with.js';
+import { BODIES } from '../core/declaration/bodies.js';
 
 /** One field of a resource that changes. */
 export interface FieldChange {

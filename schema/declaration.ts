@@ -116,12 +116,24 @@ export const UserResource = z.strictObject({
   comment: z.string().regex(/^[^:\n]*$/, { message: 'a comment is one line without a colon (etc/passwd separates its fields with colons)' }).optional(),
   home: absolutePath.optional(),
   shell: absolutePath.optional(),
-  /** The hash etc/shadow holds, as `openssl passwd -6` or `mkpasswd` prints it, or ! (no password: the account cannot log in with one). */
+  /**
+   * The hash etc/shadow holds, as `openssl passwd -6` or `mkpasswd` prints it, or ! (no password:
+   * the account cannot log in with one). A body: with `template: true` it may read a secret
+   * (`{{ secrets.NAME }}`), whose stand-in (`[secret NAME HASH]`) it is wherever the secret is not
+   * decrypted; the host checks the value when it decrypts it.
+   */
   password: z
     .string()
-    .regex(/^(?:!?\$[^:\s]+|!|\*)$/, { message: "password is the hash etc/shadow holds, as 'openssl passwd -6' or 'mkpasswd -m yescrypt' prints it (starting with $), or ! for no password: never the password itself" })
+    .regex(/^(?:!?\$[^:\s]+|!|\*|\[secret \S+ [0-9a-f]{16}\])$/, {
+      error: (i) =>
+        typeof i.input === 'string' && i.input.includes('{{')
+          ? 'password is a template, rendered only with template: true: add template: true to this user'
+          : "password is the hash etc/shadow holds, as 'openssl passwd -6' or 'mkpasswd -m yescrypt' prints it (starting with $), or ! for no password: never the password itself",
+    })
     .optional(),
   system: z.boolean().optional(),
+  /** Render password as a template (it may then read a secret). */
+  template: z.boolean().optional(),
   ensure,
 });
 

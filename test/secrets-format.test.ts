@@ -14,6 +14,10 @@ import { cannotRead, remedy, sameRecipients, wantedRecipients } from '../core/se
 import { masked } from '../agent/resources/program-output.js';
 import { PLACEHOLDER_FACTS } from '../schema/facts.js';
 import { fromFiles } from '../mesh-cli/tree.js';
+import { markSensitive, sealRecord } from '../agent/store/seal.js';
+import type { OwnedRecord } from '../schema/report.js';
+import { tempDirs } from './helpers/tmp.js';
+import { join } from 'node:path';
 
 const BLOCK = (n: string) => `-----BEGIN AGE ENCRYPTED FILE-----\nYWdl${n}\n-----END AGE ENCRYPTED FILE-----\n`;
 const R1 = 'age1' + 'q'.repeat(58);
@@ -64,6 +68,23 @@ describe('secrets in templates', () => {
     const real = await renderDeclaration(t, DB1, PLACEHOLDER_FACTS, { db_password: 'hunter2' });
     expect(real.ok && real.declaration.resources[0]).toMatchObject({ content: 'pw=HUNTER2\n' });
     expect(real.ok && real.declaration.digest).not.toBe(stand.declaration.digest);
+  });
+
+  it("a user's password may read a secret with template: true: its stand-in until the host hands the value in, which must then be a hash", async () => {
+    const user = (template: string) => `resources:\n  - type: user\n    name: app\n${template}    password: "{{ secrets.db_password }}"\n`;
+    const stand = await renderDeclaration(files(user('    template: true\n')), DB1, PLACEHOLDER_FACTS);
+    if (!stand.ok) throw new Error(JSON.stringify(stand.problems));
+    expect(stand.declaration.readSecrets).toEqual({ 'user:app': ['db_password'] });
+    expect(stand.declaration.resources[0]).toMatchObject({ password: placeholderOf('db_password', BLOCK('D')) });
+    const real = await renderDeclaration(files(user('    template: true\n')), DB1, PLACEHOLDER_FACTS, { db_password: '$6$salt$hash' });
+    expect(real.ok && real.declaration.resources[0]).toMatchObject({ password: '$6$salt$hash' });
+    const plain = await renderDeclaration(files(user('    template: true\n')), DB1, PLACEHOLDER_FACTS, { db_password: 'hunter2' });
+    expect(!plain.ok && plain.problems.map((p) => `${p.file}:${p.line}:${p.col}: ${p.message}`)).toEqual([
+      "nodes/db/app.yaml:5:15: resources.0.password: password is the hash etc/shadow holds, as 'openssl passwd -6' or 'mkpasswd -m yescrypt' prints it (starting with $), or ! for no password: never the password itself",
+    ]);
+    // Without template: true the body is not rendered, and the error says what to add.
+    const literal = await renderDeclaration(files(user('')), DB1, PLACEHOLDER_FACTS);
+    expect(!literal.ok && literal.problems.map((p) => `${p.file}:${p.line}:${p.col}: ${p.message}`)).toEqual(['nodes/db/app.yaml:4:15: resources.0.password: password is a template, rendered only with template: true: add template: true to this user']);
   });
 
   it('a new block changes the stand-in (and so the digest); the same block keeps it', () => {
@@ -131,6 +152,23 @@ describe('age blocks and masking', () => {
     const text = `pw=${v} b64=${Buffer.from(v).toString('base64')} hex=${Buffer.from(v).toString('hex')} HEX=${Buffer.from(v).toString('hex').toUpperCase()}`;
     expect(masked(text, [v])).toBe('pw=[secret masked] b64=[secret masked] hex=[secret masked] HEX=[secret masked]');
     expect(masked(text, undefined)).toBe(text);
+  });
+});
+
+describe('what the store keeps of a resource that read a secret', () => {
+  const tempDir = tempDirs();
+  const record = (resource: Record<string, unknown>, prior: OwnedRecord['prior']): OwnedRecord => ({ id: `${resource.type}:x`, type: String(resource.type), resource, prior, state: 'verified', at: '2026-12-07T00:00:00.000Z' });
+
+  it("seals its bodies (a user's password among them) and keeps no earlier password or content; a resource that read none is kept as it is", () => {
+    const store = join(tempDir('mesh-seal-'), 'store.json');
+    const user = markSensitive({ type: 'user', name: 'app', password: '$6$salt$hash', shell: '/bin/bash', template: true });
+    const sealed = sealRecord(record(user, { existed: true, state: { uid: 2000, shell: '/bin/sh', password: '$6$old$hash' } }), store);
+    expect(JSON.parse(JSON.stringify(sealed.resource))).toEqual({ type: 'user', name: 'app', password: expect.stringMatching(/^hmac-sha256:[0-9a-f]{64}$/), shell: '/bin/bash', template: true });
+    expect(sealed.prior).toEqual({ existed: true, state: { uid: 2000, shell: '/bin/sh' } });
+    const file = sealRecord(record(markSensitive({ type: 'file', path: '/etc/x', content: 'pw' }), { existed: true, state: { content: 'old' } }), store);
+    expect(file.prior).toEqual({ existed: true, known: false });
+    const plain = record({ type: 'user', name: 'app', password: '$6$salt$hash' }, { existed: true, state: { password: '$6$old$hash' } });
+    expect(sealRecord(plain, store)).toBe(plain);
   });
 });
 

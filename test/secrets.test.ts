@@ -270,6 +270,52 @@ describe('secrets: values only the nodes they are for can read', { timeout: 240_
     }
   });
 
+  it("a user's password hash from a secret: set on db-1, sealed in its store, shown nowhere; a value that is no hash fails that user alone, naming no value", async () => {
+    const root = roots.get('db-1')!;
+    const etc = (name: string, text: string, mode = 0o644) => writeFileSync(join(root, 'etc', name), text, { mode });
+    etc('passwd', 'root:x:0:0:root:/root:/bin/sh\n');
+    etc('group', 'root:x:0:\n');
+    etc('shadow', 'root:*:19000:0:99999:7:::\n', 0o640);
+    etc('gshadow', 'root:*::\n', 0o640);
+    etc('login.defs', 'UID_MIN 2000\nUID_MAX 60000\nGID_MIN 2000\nGID_MAX 60000\nUSERGROUPS_ENAB yes\n');
+    const hash = '$6$meshsalt$u8jsb1/K9dnE8n3tQPwbHYDR2yRzOVqbpy6.h7lWkFM.5nPM1Copm7C0lZ1dLomFFurj7cIfnXoKNsotqJIxk.';
+    const shadowOf = (name: string) => readFileSync(join(root, 'etc/shadow'), 'utf8').split('\n').find((l) => l.startsWith(`${name}:`))?.split(':')[1];
+    const dbSecrets = readFileSync(join(fleet.checkout, 'nodes/db/secrets.yaml'), 'utf8');
+    try {
+      expect((await cliWithInput(fleet.checkout, hash, 'secret', 'set', 'app_hash', '--level', 'db')).code).toBe(0);
+      await fleet.commit({ 'nodes/db/users.yaml': 'resources:\n  - type: user\n    name: app\n    template: true\n    password: "{{ secrets.app_hash }}"\n' }, "the app user's password, from a secret");
+      const plan = await cli(fleet.checkout, 'plan', '--base', 'HEAD~1', '--json');
+      const changes = JSON.parse(plan.stdout).nodes.flatMap((n: { changes: Array<{ id: string }> }) => n.changes);
+      expect(changes.find((c: { id: string }) => c.id === 'user:app')).toMatchObject({ action: 'add', fields: [{ field: 'password' }], sensitive: true });
+      const applied = await pass('db-1');
+      expect(applied.report.outcome, applied.stdout).toBe('applied');
+      expect(line(applied.report, 'user:app')).toMatchObject({ result: 'created' });
+      expect(shadowOf('app')).toBe(hash);
+      const state = join(root, 'var/lib/mesh-host');
+      expect(filesUnder(state).filter((f) => readFileSync(f, 'latin1').includes('$6$meshsalt'))).toEqual([]);
+      expect(plan.stdout + applied.stdout + applied.stderr).not.toContain('$6$meshsalt');
+
+      // A plain password where the hash belongs: that user fails, with where and why, and keeps its hash.
+      expect((await cliWithInput(fleet.checkout, 'plain-pa55word', 'secret', 'set', 'app_hash', '--level', 'db')).code).toBe(0);
+      await fleet.commit({}, 'a password where its hash belongs');
+      const refused = await pass('db-1');
+      expect(refused.report.outcome).toBe('failed');
+      expect(line(refused.report, 'user:app')).toEqual({
+        id: 'user:app',
+        result: 'failed',
+        error: "its secrets could not be rendered with their values: nodes/db/users.yaml:5:15: resources.0.password: password is the hash etc/shadow holds, as 'openssl passwd -6' or 'mkpasswd -m yescrypt' prints it (starting with $), or ! for no password: never the password itself",
+      });
+      expect(line(refused.report, 'file:/etc/db.conf')).toMatchObject({ result: 'unchanged' });
+      expect(shadowOf('app')).toBe(hash);
+      expect(refused.stdout + refused.stderr).not.toContain('plain-pa55word');
+    } finally {
+      await fleet.commit({ 'nodes/db/secrets.yaml': dbSecrets, 'nodes/db/users.yaml': null }, 'no app user');
+    }
+    const removed = await pass('db-1');
+    expect(line(removed.report, 'user:app')).toMatchObject({ result: 'removed' });
+    expect(shadowOf('app')).toBeUndefined();
+  });
+
   it('retire and revoke list the secrets whose values must change', async () => {
     const revoked = await cli(fleet.checkout, 'revoke', 'web-1', '--json');
     expect(JSON.parse(revoked.stdout).secrets).toEqual([]);

@@ -14,14 +14,16 @@ import { resourceId } from '../../schema/resource-id.js';
 import type { ResourceResult } from '../../schema/report.js';
 import type { Declaration, LoadOptions, TreeReader } from '../../core/declaration/declaration.js';
 import { renderDeclaration } from '../../core/declaration/render.js';
-import { findNode } from '../../core/fleet/layout.js';
+import { findNode, type NodePlace } from '../../core/fleet/layout.js';
 import { decryptWith, identityFileText, newIdentity, parseIdentityFile } from '../../core/secrets/age.js';
 import { nodeSecrets, type PlacedSecret } from '../../core/secrets/levels.js';
 import { remedy } from '../../core/secrets/recipients.js';
+import { placed as problemText } from '../../core/errors.js';
 import { writeFileAtomic } from '../atomic.js';
 import type { HostPaths } from '../paths.js';
 import { markSensitive } from '../store/seal.js';
 import { readIdentity } from './identity.js';
+import { masked } from '../resources/program-output.js';
 
 /** What a pass loads this module for (main.ts's loader). */
 export interface HostSecrets {
@@ -53,6 +55,19 @@ export async function ensureIdentity(paths: HostPaths, now: Date): Promise<strin
   return id.recipient;
 }
 
+/**
+ * Resource `id` rendered with the values of its own secrets (`names`) and the stand-ins of the
+ * rest, when a render with every value failed: a value can make what its stand-in did not (a
+ * password that is no hash), and only the resources that read it fail then. A failure is the
+ * text that says where and why, with every value masked.
+ */
+async function withOwnValues(tree: TreeReader, place: NodePlace, opts: LoadOptions, values: Record<string, string>, names: string[], id: string): Promise<Resource | string | undefined> {
+  const own = Object.fromEntries(names.map((n) => [n, values[n]!]));
+  const rendered = await renderDeclaration(tree, place, opts.facts, own);
+  if (!rendered.ok) return `: ${masked(rendered.problems.map(problemText).join('; '), Object.values(values))}`;
+  return rendered.declaration.resources.find((r) => resourceId(r) === id);
+}
+
 /** A new identity for this node (enrolment), not written yet. */
 export { newIdentity };
 
@@ -79,8 +94,8 @@ export async function reveal(paths: HostPaths, tree: TreeReader, node: string, o
       if (value !== null) values[name] = value;
     }
   }
-  const rendered = place === null ? null : await renderDeclaration(tree, place, opts.facts, values);
-  const byId = new Map(rendered?.ok ? rendered.declaration.resources.map((r) => [resourceId(r), r]) : []);
+  const all = place === null ? null : await renderDeclaration(tree, place, opts.facts, values);
+  const byId = new Map(all?.ok ? all.declaration.resources.map((r) => [resourceId(r), r]) : []);
   const resources: Resource[] = [];
   const failed: ResourceResult[] = [];
   for (const r of declaration.resources) {
@@ -91,8 +106,12 @@ export async function reveal(paths: HostPaths, tree: TreeReader, node: string, o
       continue;
     }
     const closed = names.filter((n) => !Object.hasOwn(values, n));
-    const real = byId.get(id);
-    if (closed.length > 0 || real === undefined) failed.push({ id, result: 'failed', error: closed.map((name) => notForThisNode(name, secrets.get(name))).join('; ') || 'its secrets could not be rendered with their values' });
+    if (closed.length > 0) {
+      failed.push({ id, result: 'failed', error: closed.map((name) => notForThisNode(name, secrets.get(name))).join('; ') });
+      continue;
+    }
+    const real = all?.ok || place === null ? byId.get(id) : await withOwnValues(tree, place, opts, values, names, id);
+    if (typeof real === 'string' || real === undefined) failed.push({ id, result: 'failed', error: `its secrets could not be rendered with their values${real ?? ''}` });
     else resources.push(markSensitive({ ...real }));
   }
   return { resources, failed, values: Object.values(values) };

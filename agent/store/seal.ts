@@ -10,13 +10,12 @@
  */
 import { createHmac, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { BODIES } from '../../core/declaration/bodies.js';
 import type { OwnedRecord } from '../../schema/report.js';
 import { writeFileAtomic } from '../atomic.js';
 import { hmacKeyBeside } from '../paths.js';
 
 const SENSITIVE = Symbol('mesh.sensitive');
-/** The fields of a resource a secret may be read in (render.ts allows secrets in bodies only). */
-const BODIES = ['content', 'run', 'unless'];
 
 /** `resource`, marked as having read a secret (the mark is kept by spreads, never by JSON). */
 export function markSensitive<R extends object>(resource: R): R {
@@ -34,10 +33,25 @@ export function sealRecord(record: OwnedRecord, storePath: string): OwnedRecord 
   if (!isSensitive(record.resource)) return record;
   const key = hmacKey(storePath);
   const resource: Record<string, unknown> = { ...record.resource };
-  for (const field of BODIES) if (typeof resource[field] === 'string') resource[field] = hmacOf(key, resource[field] as string);
-  // What was there before may be the same value (put there by hand): not kept; un-declaring it then leaves the file as it is.
-  const prior = record.prior?.existed && typeof record.prior.state === 'object' && record.prior.state !== null && 'content' in record.prior.state ? { existed: true, known: false } : record.prior;
-  return { ...record, resource, prior };
+  // Secrets are read in bodies only (render-with.ts).
+  for (const field of BODIES) if (resource[field] !== undefined) resource[field] = hmacOf(key, typeof resource[field] === 'string' ? resource[field] : JSON.stringify(resource[field]));
+  return { ...record, resource, prior: sealedPrior(record.prior) };
+}
+
+/**
+ * What was there before may be the same value (put there by hand): not kept. A file's content
+ * goes with the whole prior state (un-declaring it then leaves the file as it is); a user's
+ * password hash alone (un-declaring puts back its other fields and leaves its password).
+ */
+function sealedPrior(prior: OwnedRecord['prior']): OwnedRecord['prior'] {
+  const state = prior?.existed && typeof prior.state === 'object' && prior.state !== null ? (prior.state as Record<string, unknown>) : null;
+  if (state === null) return prior;
+  if ('content' in state) return { existed: true, known: false };
+  if ('password' in state) {
+    const { password: _password, ...rest } = state;
+    return { ...prior, state: rest };
+  }
+  return prior;
 }
 
 /** `hmac-sha256:<hex>` of `text` under `key`. */

@@ -35,9 +35,8 @@ import { isTemplate, renderTemplate, type PlaceOf, type ScopeName, type Template
 import { varsWith, type LayeredVars } from './vars-levels.js';
 import type { LoadSchemas, Schemas } from './schemas.js';
 import { placeholders } from '../secrets/placeholder.js';
+import { BODIES } from './bodies.js';
 
-/** Bodies: rendered only when their resource says `template: true` (a file's content; a command's run, unless, onlyif and environment), and the only fields a secret may be read in. */
-export const BODIES: ReadonlySet<string> = new Set(['content', 'run', 'unless', 'onlyif', 'environment']);
 const BOOLEAN_FIELDS = new Set(['enabled', 'running', 'system', 'template', 'shell']);
 const INTEGER_FIELDS = new Set(['uid', 'gid']);
 /** The secrets' file at each level (core/secrets/levels.ts reads it). */
@@ -305,7 +304,7 @@ function renderFields(data: unknown, parsed: Parsed, scope: TemplateScope, reads
         return value;
       }
       if (r.secrets && !body) {
-        problems.push({ file: parsed.file, ...positionIn(parsed.source, path), message: `secrets.${r.secrets[0]} is read here, but a secret may be read only in a body (content, source, run, unless, onlyif, environment) of a resource with template: true, so that it never shows in an id, a plan line or a report` });
+        problems.push({ file: parsed.file, ...positionIn(parsed.source, path), message: `secrets.${r.secrets[0]} is read here, but a secret may be read only in a body (content, source, run, unless, onlyif, environment, password) of a resource with template: true, so that it never shows in an id, a plan line or a report` });
         return value;
       }
       sink.scopes.push(...r.reads);
