@@ -71,6 +71,15 @@ export const FOREIGN_TYPES: Readonly<Record<string, string>> = {
   apt: 'write type: package',
   systemd: 'write type: service',
   cron: 'mesh has no cron type: declare a type: file in /etc/cron.d/',
+  ssh_authorized_key: "mesh declares whole files: write the user's ~/.ssh/authorized_keys as a type: file (owner: the user, mode: \"0600\"), every key a line, and ~/.ssh as a type: directory (mode: \"0700\")",
+  authorized_key: "mesh declares whole files: write the user's ~/.ssh/authorized_keys as a type: file (owner: the user, mode: \"0600\"), every key a line, and ~/.ssh as a type: directory (mode: \"0700\")",
+  host: 'mesh declares whole files: write /etc/hosts as a type: file',
+  file_line: 'mesh declares whole files: write type: file with the whole content',
+  mount: 'mesh has no mount type: declare a systemd mount unit as a type: file in /etc/systemd/system/ and a type: service for it',
+  sysctl: 'mesh has no sysctl type: declare a type: file in /etc/sysctl.d/ and a type: command with run: [sysctl, --system] and onChange: [file:/etc/sysctl.d/NAME.conf]',
+  apt_repository: 'write the source as a type: file in /etc/apt/sources.list.d/ (every package comes after it)',
+  apt_key: 'write the key as a type: file in /etc/apt/keyrings/ and name it in the source with signed-by=',
+  get_url: 'mesh fetches nothing from the network: publish it as a package to the fleet\'s repository (mesh-cli packages add), or as a file in the fleet (type: file with source:)',
 };
 
 /** Puppet's values of ensure (and Ansible's of state) by mesh's. */
