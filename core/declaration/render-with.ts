@@ -390,6 +390,9 @@ function convert(text: string, path: (string | number)[], parsed: Parsed, proble
   } else if (INTEGER_FIELDS.has(field)) {
     if (/^\s*\d+\s*$/.test(text)) return Number(text);
     problems.push({ ...place(), message: `${field} renders to '${text}', which is not a whole number` });
+  } else if (field === 'password' && path.length === 3) {
+    // A hash holds no blank space: the line break that `echo` or `openssl passwd` ends a value (a secret set from stdin) with is dropped.
+    return text.trim();
   }
   return text;
 }
