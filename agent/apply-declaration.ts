@@ -13,6 +13,7 @@ import type { ReportBody } from './report.js';
 import { handlerFor } from './resources/index.js';
 import type { Debug, ResourceContext } from './resources/handler.js';
 import type { Store } from './store/core.js';
+import { openSealed } from './store/seal.js';
 import { revealSecrets } from './secrets/reveal.js';
 import { KEEP_DAYS, prunePurged } from './purged.js';
 
@@ -33,6 +34,7 @@ export async function applyDeclaration(host: { config: { node: string }; store: 
   const { resources, failed: closed, values } = await revealSecrets(host.ctx, tree, host.config.node, opts, loaded.declaration);
   const ctx = values.length > 0 ? { ...host.ctx, masks: values } : host.ctx;
   const untouched = new Set(closed.map((l) => l.id));
+  openSealed(host.store.data.owned, resources, host.store.path);
   const { observed, errors: readErrors } = await observe(resources, ctx);
   debug?.({ resources: resources.length, unreadable: readErrors.size, ms: lap!() }, 'observed');
   const steps = plan(resources, host.store.data.owned.filter((r) => !untouched.has(r.id)), observed, (r, o) => handlerFor(r).diff(r, o));

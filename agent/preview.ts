@@ -14,7 +14,7 @@ import { plan, type Observed, type Step } from '../core/plan.js';
 import { safeDiff, SENSITIVE_CHANGE } from '../core/unified-diff.js';
 import type { Declaration, LoadOptions, TreeReader } from '../core/declaration/declaration.js';
 import { revealSecrets } from './secrets/reveal.js';
-import { isSensitive } from './store/seal.js';
+import { isSensitive, openSealed } from './store/seal.js';
 import { observe } from './apply.js';
 import { dependencyOrder, preflight } from './preflight.js';
 import { handlerFor } from './resources/index.js';
@@ -53,6 +53,7 @@ export async function preview(resources: Resource[], store: Store, ctx: Resource
   const { observed, errors } = await observe(resources, ctx);
   ctx.debug?.({ resources: resources.length, unreadable: errors.size, ms: Math.round(performance.now() - started!) }, 'observed');
   const untouched = new Set(closed.map((c) => c.id));
+  openSealed(store.data.owned, resources, store.path);
   const steps = plan(resources, store.data.owned.filter((r) => !untouched.has(r.id)), observed, (r, o) => handlerFor(r).diff(r, o));
   const problems: Preview['problems'] = [...closed, ...[...errors].map(([id, error]) => ({ id, message: `cannot read current state: ${error}` }))];
   problems.push(...preflight(steps, ctx.root).map((p) => ({ id: p.id, message: p.message })));

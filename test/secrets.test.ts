@@ -282,7 +282,7 @@ describe('secrets: values only the nodes they are for can read', { timeout: 240_
     const shadowOf = (name: string) => readFileSync(join(root, 'etc/shadow'), 'utf8').split('\n').find((l) => l.startsWith(`${name}:`))?.split(':')[1];
     const dbSecrets = readFileSync(join(fleet.checkout, 'nodes/db/secrets.yaml'), 'utf8');
     try {
-      expect((await cliWithInput(fleet.checkout, hash, 'secret', 'set', 'app_hash', '--level', 'db')).code).toBe(0);
+      expect((await cliWithInput(fleet.checkout, `${hash}\n`, 'secret', 'set', 'app_hash', '--level', 'db')).code).toBe(0);
       await fleet.commit({ 'nodes/db/users.yaml': 'resources:\n  - type: user\n    name: app\n    template: true\n    password: "{{ secrets.app_hash }}"\n' }, "the app user's password, from a secret");
       const plan = await cli(fleet.checkout, 'plan', '--base', 'HEAD~1', '--json');
       const changes = JSON.parse(plan.stdout).nodes.flatMap((n: { changes: Array<{ id: string }> }) => n.changes);
@@ -294,6 +294,13 @@ describe('secrets: values only the nodes they are for can read', { timeout: 240_
       const state = join(root, 'var/lib/mesh-host');
       expect(filesUnder(state).filter((f) => readFileSync(f, 'latin1').includes('$6$meshsalt'))).toEqual([]);
       expect(plan.stdout + applied.stdout + applied.stderr).not.toContain('$6$meshsalt');
+      // Changed by hand: drift, as for any resource, though each pass is a new process reading the store's sealed copy.
+      expect((await runProgram('usermod', ['--root', root, '--password', '!', 'app'], root)).code).toBe(0);
+      writeFileSync(join(root, 'etc/db.conf'), 'password=changed by hand\n');
+      const drifted = await pass('db-1');
+      expect(line(drifted.report, 'user:app')).toEqual({ id: 'user:app', result: 'updated', changes: ['password changed'], drift: true });
+      expect(line(drifted.report, 'file:/etc/db.conf')).toMatchObject({ result: 'updated', drift: true });
+      expect(shadowOf('app')).toBe(hash);
 
       // A plain password where the hash belongs: that user fails, with where and why, and keeps its hash.
       expect((await cliWithInput(fleet.checkout, 'plain-pa55word', 'secret', 'set', 'app_hash', '--level', 'db')).code).toBe(0);

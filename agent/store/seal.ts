@@ -11,7 +11,10 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { BODIES } from '../../core/declaration/bodies.js';
+import type { Resource } from '../../schema/declaration.js';
 import type { OwnedRecord } from '../../schema/report.js';
+import { resourceId } from '../../schema/resource-id.js';
+import { sameData } from '../../core/plan.js';
 import { writeFileAtomic } from '../atomic.js';
 import { hmacKeyBeside } from '../paths.js';
 
@@ -31,11 +34,48 @@ export function isSensitive(resource: object): boolean {
 /** `record` as the store's files may hold it: a sensitive resource's bodies replaced by their HMACs. */
 export function sealRecord(record: OwnedRecord, storePath: string): OwnedRecord {
   if (!isSensitive(record.resource)) return record;
-  const key = hmacKey(storePath);
-  const resource: Record<string, unknown> = { ...record.resource };
-  // Secrets are read in bodies only (render-with.ts).
-  for (const field of BODIES) if (resource[field] !== undefined) resource[field] = hmacOf(key, typeof resource[field] === 'string' ? resource[field] : JSON.stringify(resource[field]));
-  return { ...record, resource, prior: sealedPrior(record.prior) };
+  return { ...record, resource: sealedBodies(record.resource, hmacKey(storePath)), prior: sealedPrior(record.prior) };
+}
+
+/** `resource` with its bodies (where secrets are read: render-with.ts) replaced by their HMACs under `key`. */
+function sealedBodies(resource: Record<string, unknown>, key: Buffer): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...resource };
+  for (const field of BODIES) if (out[field] !== undefined) out[field] = hmacOf(key, typeof out[field] === 'string' ? out[field] : JSON.stringify(out[field]));
+  return out;
+}
+
+/**
+ * The owned records of the `declared` resources that read a secret, as the store read them from
+ * its files (bodies sealed), given their bodies back, in memory, where the declared ones seal to
+ * the same HMACs: the plan then sees an unchanged declaration as unchanged (a change by hand as
+ * drift, a resource kept as it is not adopted again), as it does for the records this process
+ * wrote itself. Writes nothing, not even a key: without one nothing was sealed.
+ */
+export function openSealed(owned: OwnedRecord[], declared: Resource[], storePath: string): void {
+  const sensitive = new Map(declared.filter(isSensitive).map((r) => [resourceId(r), r]));
+  if (sensitive.size === 0) return;
+  let key: Buffer | null | undefined;
+  for (const record of owned) {
+    const r = sensitive.get(record.id);
+    if (!r || !isSealed(record.resource)) continue;
+    key ??= existingKey(storePath);
+    if (key === null) return;
+    if (sameData(sealedBodies(r as Record<string, unknown>, key), record.resource)) record.resource = { ...(r as Record<string, unknown>) };
+  }
+}
+
+/** Whether some body of `resource` is an HMAC: as the store's files keep a resource that read a secret. */
+function isSealed(resource: Record<string, unknown>): boolean {
+  return [...BODIES].some((field) => typeof resource[field] === 'string' && (resource[field] as string).startsWith('hmac-sha256:'));
+}
+
+function existingKey(storePath: string): Buffer | null {
+  try {
+    const key = readFileSync(hmacKeyBeside(storePath));
+    return key.length === 32 ? key : null;
+  } catch {
+    return null;
+  }
 }
 
 /**
@@ -61,14 +101,9 @@ export function hmacOf(key: Buffer, text: string): string {
 
 /** The node's HMAC key beside the store at `storePath`, made (32 random bytes, 0600) the first time one is needed. */
 export function hmacKey(storePath: string): Buffer {
-  const path = hmacKeyBeside(storePath);
-  try {
-    const key = readFileSync(path);
-    if (key.length === 32) return key;
-  } catch {
-    // none yet
-  }
+  const existing = existingKey(storePath);
+  if (existing) return existing;
   const key = randomBytes(32);
-  writeFileAtomic(path, key, 0o600);
+  writeFileAtomic(hmacKeyBeside(storePath), key, 0o600);
   return key;
 }
