@@ -25,6 +25,7 @@ import type { Resource } from '../schema/declaration.js';
 import type { ResourceResult } from '../schema/report.js';
 import { hostCmd, newMachine, runProgram } from './helpers/fleet.js';
 import { snapshot } from './helpers/snapshot.js';
+import { writeAccounts } from './helpers/accounts.js';
 import { tempDirs } from './helpers/tmp.js';
 
 const tempDir = tempDirs();
@@ -41,12 +42,7 @@ afterAll(() => expect(hashes(), 'the machine running the tests must keep its own
  */
 function machine(): string {
   const root = newMachine(join(tempDir('mesh-res-'), 'root')); // its bundle goes beside it, inside the same temporary folder
-  const etc = (name: string, text: string, mode = 0o644) => writeFileSync(join(root, 'etc', name), text, { mode });
-  etc('passwd', 'root:x:0:0:root:/root:/bin/sh\nops:x:1001:1001::/home/ops:/bin/sh\n');
-  etc('group', 'root:x:0:\nusers:x:100:\nops:x:1001:\n');
-  etc('shadow', 'root:*:19000:0:99999:7:::\nops:!:19000:0:99999:7:::\n', 0o640);
-  etc('gshadow', 'root:*::\nusers:*::\nops:!::\n', 0o640);
-  etc('login.defs', 'UID_MIN 2000\nUID_MAX 60000\nGID_MIN 2000\nGID_MAX 60000\nSYS_UID_MIN 100\nSYS_UID_MAX 999\nSYS_GID_MIN 100\nSYS_GID_MAX 999\nUSERGROUPS_ENAB yes\n');
+  writeAccounts(root);
   return root;
 }
 

@@ -15,6 +15,7 @@ import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { identityFileText, newIdentity } from '../core/secrets/age.js';
 import { cli, createFleet, MESH_CLI, MESH_HOST, runProgram, type Run, type TestFleet } from './helpers/fleet.js';
+import { writeAccounts } from './helpers/accounts.js';
 
 const PLAINTEXT = 'S3cr3t-db-pa55word-7f9c41e2';
 const FORMS = [PLAINTEXT, Buffer.from(PLAINTEXT).toString('base64').replace(/=+$/, ''), Buffer.from(PLAINTEXT).toString('hex')];
@@ -272,12 +273,7 @@ describe('secrets: values only the nodes they are for can read', { timeout: 240_
 
   it("a user's password hash from a secret: set on db-1, sealed in its store, shown nowhere; a value that is no hash fails that user alone, naming no value", async () => {
     const root = roots.get('db-1')!;
-    const etc = (name: string, text: string, mode = 0o644) => writeFileSync(join(root, 'etc', name), text, { mode });
-    etc('passwd', 'root:x:0:0:root:/root:/bin/sh\n');
-    etc('group', 'root:x:0:\n');
-    etc('shadow', 'root:*:19000:0:99999:7:::\n', 0o640);
-    etc('gshadow', 'root:*::\n', 0o640);
-    etc('login.defs', 'UID_MIN 2000\nUID_MAX 60000\nGID_MIN 2000\nGID_MAX 60000\nUSERGROUPS_ENAB yes\n');
+    writeAccounts(root);
     const hash = '$6$meshsalt$u8jsb1/K9dnE8n3tQPwbHYDR2yRzOVqbpy6.h7lWkFM.5nPM1Copm7C0lZ1dLomFFurj7cIfnXoKNsotqJIxk.';
     const shadowOf = (name: string) => readFileSync(join(root, 'etc/shadow'), 'utf8').split('\n').find((l) => l.startsWith(`${name}:`))?.split(':')[1];
     const dbSecrets = readFileSync(join(fleet.checkout, 'nodes/db/secrets.yaml'), 'utf8');
