@@ -39,9 +39,10 @@ export interface Trigger {
   id: string;
   /**
    * A command runs (its onChange names a changed resource); a service restarts (its restartOn holds
-   * a changed path), or, when only its declared unit file changed, has systemd read it again.
+   * a changed path), reloads (`reload-service`: its reloadOn does, and its restartOn not), or, when
+   * only its declared unit file changed, has systemd read it again (`reload`: a daemon-reload).
    */
-  action: 'run' | 'restart' | 'reload';
+  action: 'run' | 'restart' | 'reload-service' | 'reload';
   /** The changed resources that set it off. */
   by: string[];
 }
@@ -86,7 +87,7 @@ export function diffDeclarations(base: Resource[], head: Resource[], sensitive: 
 /**
  * The commands and services of `head` that `changes` set off, for a machine that held the base
  * declaration: a command whose onChange names a resource added or changed, a service whose
- * restartOn holds the path of one (or whose declared unit file or drop-in is one: it is read again, as the host does). A command's `creates` and `unless` depend on the machine, and
+ * restartOn or reloadOn holds the path of one (or whose declared unit file or drop-in is one: it is read again, as the host does). A command's `creates` and `unless` depend on the machine, and
  * are not guessed at here.
  */
 function triggersOf(head: Resource[], changes: ResourceChange[]): Trigger[] {
@@ -99,10 +100,12 @@ function triggersOf(head: Resource[], changes: ResourceChange[]): Trigger[] {
       const by = (r.onChange ?? []).filter((id) => changed.has(id));
       if (by.length) triggers.push({ id: resourceId(r), action: 'run', by });
     } else if (r.type === 'service') {
-      const watched = new Set(r.restartOn);
-      const by = [...changed].filter((id) => watched.has(pathOf.get(id) ?? ''));
+      const among = (paths: string[] | undefined) => [...changed].filter((id) => paths?.includes(pathOf.get(id) ?? ''));
+      const by = among(r.restartOn);
+      const reloadBy = among(r.reloadOn);
       const unit = [...changed].filter((id) => pathOf.get(id) === unitFile(r.name) || pathOf.get(id)?.startsWith(dropInDir(r.name)));
       if (by.length) triggers.push({ id: resourceId(r), action: 'restart', by });
+      else if (reloadBy.length) triggers.push({ id: resourceId(r), action: 'reload-service', by: reloadBy });
       else if (unit.length) triggers.push({ id: resourceId(r), action: 'reload', by: unit });
     }
   }

@@ -38,7 +38,7 @@ export function describeFields(c: ResourceChange): string {
 }
 
 /** What a trigger does. */
-const VERB = { run: 'runs', restart: 'restarts', reload: 'daemon-reloads' } as const;
+const VERB = { run: 'runs', restart: 'restarts', 'reload-service': 'reloads', reload: 'daemon-reloads' } as const;
 
 /** Why a trigger fires: "(file:/etc/app.ini changes)", its ids shown by `show`. */
 function cause(t: Trigger, show: (id: string) => string = (id) => id): string {

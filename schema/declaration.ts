@@ -104,6 +104,12 @@ export const ServiceResource = z.strictObject({
   running: z.boolean().optional(),
   /** Files whose change in the same pass restarts the service (like Puppet's notify). */
   restartOn: z.array(absolutePath).optional(),
+  /**
+   * Files whose change in the same pass reloads the service instead (`systemctl reload`: nginx,
+   * haproxy or apache read their configuration again without dropping connections); a restart in
+   * the same pass makes it needless, and a service that is not running is not reloaded.
+   */
+  reloadOn: z.array(absolutePath).optional(),
 });
 
 export const UserResource = z.strictObject({

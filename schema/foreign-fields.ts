@@ -34,6 +34,8 @@ export const FOREIGN_FIELDS: Readonly<Record<string, Readonly<Record<string, str
     state: 'write running: true (started) or running: false (stopped), and enabled: true or false for at boot',
     ensure: 'write running: true or running: false, and enabled: true or false for at boot',
     enable: 'write enabled: true or enabled: false',
+    restart: 'write reloadOn: [/etc/app.conf] to reload it (systemctl reload) when that file changes, or restartOn: to restart it',
+    hasrestart: 'mesh restarts a service through systemd (restartOn:) or reloads it (reloadOn:)',
   },
   user: {
     state: PRESENCE,

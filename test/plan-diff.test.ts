@@ -133,6 +133,19 @@ describe('declaration diffs', () => {
     const dropIn: Resource = { type: 'file', path: '/etc/systemd/system/app.service.d/env.conf', content: '[Service]\nEnvironment=A=1\n' };
     expect(diffDeclarations(base, [...base, dropIn]).triggers).toEqual([{ id: 'service:app', action: 'reload', by: ['file:/etc/systemd/system/app.service.d/env.conf'] }]);
   });
+
+  it('name the services a change reloads (reloadOn), unless their restartOn restarts them anyway', () => {
+    const site: Resource = { type: 'file', path: '/etc/nginx/sites-enabled/app', content: 'server {}\n' };
+    const conf: Resource = { type: 'file', path: '/etc/nginx/nginx.conf', content: 'events {}\n' };
+    const nginxService: Resource = { type: 'service', name: 'nginx', running: true, restartOn: ['/etc/nginx/nginx.conf'], reloadOn: ['/etc/nginx/sites-enabled/app'] };
+    const base = [site, conf, nginxService];
+    const reloaded = diffDeclarations(base, [{ ...site, content: 'server { listen 80; }\n' }, conf, nginxService]);
+    expect(reloaded.triggers).toEqual([{ id: 'service:nginx', action: 'reload-service', by: ['file:/etc/nginx/sites-enabled/app'] }]);
+    const plan: PlanResult = { base: 'a'.repeat(40), head: 'b'.repeat(40), nodes: [{ node: 'web-1', because: ['nodes/web/nginx.yaml'], ...reloaded, last: { outcome: 'applied', lastContact: null, commit: null, signature: 'valid', eligible: true } }], summary: 'touches 1 node', notes: [] };
+    expect(formatPlanText(plan, new Date()).split('\n').filter((l) => l.startsWith('  →'))).toEqual(['  → service:nginx reloads (file:/etc/nginx/sites-enabled/app changes)']);
+    const both = diffDeclarations(base, [{ ...site, content: 'server { listen 80; }\n' }, { ...conf, content: 'events { }\n' }, nginxService]);
+    expect(both.triggers).toEqual([{ id: 'service:nginx', action: 'restart', by: ['file:/etc/nginx/nginx.conf'] }]);
+  });
 });
 
 describe('rollout classification', () => {

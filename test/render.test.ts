@@ -167,9 +167,12 @@ describe('render: groups, variables, roles with parameters, templates and facts'
     expect(r.ok && r.declaration.warnings).toEqual([{ file: 'nodes/n-1/a.yaml', line: 4, col: 14, message: "this body holds '{{ vars.' but is copied literally: add template: true to render it (or leave it, if the braces are the file's own)" }]);
   });
 
-  it("a service's restartOn naming a path no resource declares gets a warning (it would never restart it), not an error", async () => {
-    const r = await render({ 'nodes/n-1/node.yaml': '', 'nodes/a.yaml': 'resources:\n  - type: file\n    path: /etc/app.conf\n    content: "x"\n', 'nodes/n-1/b.yaml': 'resources:\n  - type: service\n    name: app\n    restartOn: [/etc/app.conf, /etc/nginx/nginx.conf]\n' }, 'n-1');
-    expect(r.ok && r.declaration.warnings).toEqual([{ file: 'nodes/n-1/b.yaml', line: 4, col: 32, message: 'restartOn names /etc/nginx/nginx.conf, which this node\'s declaration does not declare: app is restarted only when a pass changes a file it declares, so this never restarts it; declare /etc/nginx/nginx.conf (or take it out of restartOn)' }]);
+  it("a service's restartOn or reloadOn naming a path no resource declares gets a warning (it would never restart or reload it), not an error", async () => {
+    const r = await render({ 'nodes/n-1/node.yaml': '', 'nodes/a.yaml': 'resources:\n  - type: file\n    path: /etc/app.conf\n    content: "x"\n', 'nodes/n-1/b.yaml': 'resources:\n  - type: service\n    name: app\n    restartOn: [/etc/app.conf, /etc/nginx/nginx.conf]\n    reloadOn: [/etc/app.d/site.conf]\n' }, 'n-1');
+    expect(r.ok && r.declaration.warnings).toEqual([
+      { file: 'nodes/n-1/b.yaml', line: 4, col: 32, message: 'restartOn names /etc/nginx/nginx.conf, which this node\'s declaration does not declare: app is restarted only when a pass changes a file it declares, so this never restarts it; declare /etc/nginx/nginx.conf (or take it out of restartOn)' },
+      { file: 'nodes/n-1/b.yaml', line: 5, col: 16, message: 'reloadOn names /etc/app.d/site.conf, which this node\'s declaration does not declare: app is reloaded only when a pass changes a file it declares, so this never reloads it; declare /etc/app.d/site.conf (or take it out of reloadOn)' },
+    ]);
   });
 
   it('a source file is rendered only with template: true', async () => {

@@ -616,6 +616,31 @@ describe('service', () => {
     expect(calls).toEqual(['start demo', 'restart demo', 'restart demo']);
   });
 
+  it('a change to a file in reloadOn reloads a running service (systemctl reload), not a stopped one; one in restartOn too restarts it instead', async () => {
+    const root = withUnit(machine());
+    const calls: string[] = [];
+    let active = true;
+    const systemd: ServiceManager = {
+      isActive: async () => active,
+      control: async (verb, unit) => void (calls.push(`${verb} ${unit}`), (active = verb !== 'stop')),
+    };
+    const run = inProcess(root, systemd);
+    const pass = (site: string, main: string, running = true) =>
+      run([
+        { type: 'file', path: '/etc/demo.conf', content: main },
+        { type: 'file', path: '/etc/demo-site.conf', content: site },
+        { type: 'service', name: 'demo', enabled: true, running, restartOn: ['/etc/demo.conf'], reloadOn: ['/etc/demo-site.conf'] },
+      ]);
+    await pass('a\n', 'a\n');
+    calls.length = 0;
+    expect(said(await pass('b\n', 'a\n'))).toEqual(['file:/etc/demo.conf unchanged', 'file:/etc/demo-site.conf updated (content differs)', 'service:demo updated (reloaded: /etc/demo-site.conf changed)']);
+    expect(said(await pass('c\n', 'b\n'))).toEqual(['file:/etc/demo.conf updated (content differs)', 'file:/etc/demo-site.conf updated (content differs)', 'service:demo updated (restarted: /etc/demo.conf changed)']);
+    expect(calls).toEqual(['reload demo', 'restart demo']);
+    // Stopped (and declared so): nothing to reload; it reads the new file when it starts.
+    expect(said(await pass('d\n', 'b\n', false))).toEqual(['file:/etc/demo.conf unchanged', 'file:/etc/demo-site.conf updated (content differs)', 'service:demo updated (running → stopped)']);
+    expect(calls).toEqual(['reload demo', 'restart demo', 'stop demo']);
+  });
+
   it('needs its unit file when the fleet declares it: written first wherever declared; a changed one is read again (daemon-reload), and restarts it only through restartOn', async () => {
     const root = machine();
     mkdirSync(join(root, 'etc/systemd/system'), { recursive: true });

@@ -18,8 +18,8 @@ export interface ServiceManager {
   /** Why services cannot be seen running or be started here; undefined when a systemd runs. */
   absent?: string;
   isActive(unit: string): Promise<boolean>;
-  /** Start, stop or restart `unit`; a real systemd reads its unit files again first when they changed on disk (reloadIfStale). */
-  control(verb: 'start' | 'stop' | 'restart', unit: string): Promise<void>;
+  /** Start, stop, restart or reload `unit`; a real systemd reads its unit files again first when they changed on disk (reloadIfStale). */
+  control(verb: 'start' | 'stop' | 'restart' | 'reload', unit: string): Promise<void>;
   /**
    * `systemctl daemon-reload` when systemd says the unit's files changed on disk since it read them
    * (NeedDaemonReload): until then a start or restart runs the old definition. True when it did.
@@ -88,22 +88,26 @@ export function serviceUnverifiable(r: ServiceResource, ctx: ServiceContext): st
 }
 
 /**
- * Restart `r` because files in its restartOn changed in this pass; without a running systemd it
- * only says the restart was requested. When only its unit file or a drop-in of it changed
- * (declared, not in restartOn), systemd reads them again and the service is not restarted:
- * restartOn says when.
+ * Restart `r` because files in its restartOn changed in this pass, or reload it because files in
+ * its reloadOn did (a restart makes the reload needless; a service that is not running is not
+ * reloaded: it reads the new files when it starts); without a running systemd it only says what
+ * was requested. When only its unit file or a drop-in of it changed (declared, in neither list),
+ * systemd reads them again and the service is neither restarted nor reloaded: the lists say when.
  */
 export async function restartService(r: ServiceResource, ctx: ServiceContext, changed: string[]): Promise<{ change: string; unverified?: string } | null> {
   const systemd = systemdFor(ctx);
-  const because = `${changed.join(', ')} changed`;
-  if (!changed.some((p) => r.restartOn?.includes(p))) {
+  const because = (list: string[] | undefined) => `${changed.filter((p) => list?.includes(p)).join(', ')} changed`;
+  const verb = changed.some((p) => r.restartOn?.includes(p)) ? 'restart' : changed.some((p) => r.reloadOn?.includes(p)) ? 'reload' : null;
+  if (verb === null) {
     // Without a running systemd there is nothing to reload: the next boot reads the new file.
-    return !systemd.absent && (await systemd.reloadIfStale?.(r.name)) ? { change: `unit files read again (daemon-reload): ${because}` } : null;
+    return !systemd.absent && (await systemd.reloadIfStale?.(r.name)) ? { change: `unit files read again (daemon-reload): ${changed.join(', ')} changed` } : null;
   }
-  if (systemd.absent) return { change: `restart requested: ${because}`, unverified: 'restart requested but no running systemd' };
-  await systemd.control('restart', r.name);
-  if (!(await systemd.isActive(r.name))) throw new MeshError('E_RESTART', `${r.name} was restarted (${because}) but is not active afterwards`);
-  return { change: `restarted: ${because}` };
+  const why = because(verb === 'restart' ? r.restartOn : r.reloadOn);
+  if (systemd.absent) return { change: `${verb} requested: ${why}`, unverified: `${verb} requested but no running systemd` };
+  if (verb === 'reload' && !(await systemd.isActive(r.name))) return null;
+  await systemd.control(verb, r.name);
+  if (!(await systemd.isActive(r.name))) throw new MeshError(verb === 'restart' ? 'E_RESTART' : 'E_RELOAD', `${r.name} was ${verb}ed (${why}) but is not active afterwards`);
+  return { change: `${verb}ed: ${why}` };
 }
 
 export const serviceHandler: Handler<ServiceResource> = {
@@ -111,14 +115,16 @@ export const serviceHandler: Handler<ServiceResource> = {
   needs: (r) => [
     ...['file', 'symlink'].map((type) => ({ id: `${type}:${unitFile(r.name)}`, field: 'name' })),
     ...(r.restartOn ?? []).flatMap((p) => [...PATH_TYPES].map((type) => ({ id: `${type}:${p}`, field: 'restartOn' }))),
+    ...(r.reloadOn ?? []).flatMap((p) => [...PATH_TYPES].map((type) => ({ id: `${type}:${p}`, field: 'reloadOn' }))),
   ],
   // Its drop-ins (NAME.service.d/*.conf), where the fleet declares them, likewise.
   needsUnder: (r) => [dropInDir(r.name)],
   unverifiable: serviceUnverifiable,
-  watches: (r) => [...new Set([unitFile(r.name), dropInDir(r.name), ...(r.restartOn ?? [])])],
+  watches: (r) => [...new Set([unitFile(r.name), dropInDir(r.name), ...(r.restartOn ?? []), ...(r.reloadOn ?? [])])],
   refresh: restartService,
   wouldRefresh: (r, changed, ctx) => {
     if (changed.some((p) => r.restartOn?.includes(p))) return 'a pass would restart it';
+    if (changed.some((p) => r.reloadOn?.includes(p))) return 'a pass would reload it (when it runs)';
     return systemdFor(ctx).absent ? null : 'a pass would have systemd read its unit files again (daemon-reload; restartOn says when it restarts)';
   },
 

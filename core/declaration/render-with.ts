@@ -450,18 +450,21 @@ function checkLinks(pass: Pass): void {
 }
 
 /**
- * A warning (nothing is refused) for each path in a service's `restartOn` that no resource declares:
- * a service restarts when a pass changes a file it declares, so such a path never restarts it (a
- * file a package installs is not watched; Puppet refuses a subscribe to an undeclared resource).
+ * A warning (nothing is refused) for each path in a service's `restartOn` or `reloadOn` that no
+ * resource declares: a service restarts (reloads) when a pass changes a file it declares, so such a
+ * path never restarts it (a file a package installs is not watched; Puppet refuses a subscribe to
+ * an undeclared resource).
  */
 function checkRestartOn(pass: Pass): void {
   const declared = new Set(pass.placed.flatMap((p) => (PATH_TYPES.has(p.resource.type) && 'path' in p.resource ? [p.resource.path] : [])));
   for (const p of firstById(pass).values()) {
     const r = p.resource;
     if (r.type !== 'service') continue;
-    for (const [k, path] of (r.restartOn ?? []).entries()) {
-      if (declared.has(path)) continue;
-      pass.warnings.push({ file: p.file, ...positionIn(p.text, [...p.path, 'restartOn', k]), message: `restartOn names ${path}, which this node's declaration does not declare: ${r.name} is restarted only when a pass changes a file it declares, so this never restarts it; declare ${path} (or take it out of restartOn)` });
+    for (const [field, verb] of [['restartOn', 'restart'], ['reloadOn', 'reload']] as const) {
+      for (const [k, path] of (r[field] ?? []).entries()) {
+        if (declared.has(path)) continue;
+        pass.warnings.push({ file: p.file, ...positionIn(p.text, [...p.path, field, k]), message: `${field} names ${path}, which this node's declaration does not declare: ${r.name} is ${verb}ed only when a pass changes a file it declares, so this never ${verb}s it; declare ${path} (or take it out of ${field})` });
+      }
     }
   }
 }

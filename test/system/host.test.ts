@@ -281,6 +281,41 @@ function scenarios(release: Release, name: string, node: string, full: boolean):
       expect(await active('hello')).toBe('active');
     });
 
+    later('a change to a file in reloadOn reloads the service (its ExecReload runs, its main process stays); one in restartOn restarts it', async (ctx) => {
+      const m = machine(ctx);
+      const unit = '/etc/systemd/system/hello.service';
+      // Each reload leaves a line in /run/hello-reloads.
+      const reloading = HELLO.replace('[Service]\n', '[Service]\nExecReload=/bin/sh -c "echo reloaded >> /run/hello-reloads"\n');
+      const declared = (conf: string, main: string) =>
+        `  - type: file\n    path: ${unit}\n    content: ${JSON.stringify(reloading)}\n  - type: file\n    path: /etc/hello.conf\n    content: "${conf}\\n"\n  - type: file\n    path: /etc/hello-main.conf\n    content: "${main}\\n"\n` +
+        '  - type: service\n    name: hello\n    enabled: true\n    running: true\n    reloadOn: [/etc/hello.conf]\n    restartOn: [/etc/hello-main.conf]\n';
+      const reloads = async () => (await m.exec('cat', ['/run/hello-reloads'])).stdout.split('\n').filter(Boolean).length;
+      const first = await declare(declared('a', 'a'), `${node}: hello reloads on its configuration`);
+      expect((await reportWhere((r) => r.commit === first, `for ${first.slice(0, 12)}`)).outcome).toBe('applied');
+      const pid = await show('hello', 'MainPID');
+      const before = await reloads();
+      const second = await declare(declared('b', 'a'), `${node}: hello.conf changed`);
+      const reloaded = await reportWhere((r) => r.commit === second, `for ${second.slice(0, 12)}`);
+      expect(reloaded.resources).toEqual([
+        { id: `file:${unit}`, result: 'unchanged' },
+        { id: 'file:/etc/hello.conf', result: 'updated', changes: ['content differs'] },
+        { id: 'file:/etc/hello-main.conf', result: 'unchanged' },
+        { id: 'service:hello', result: 'updated', changes: ['reloaded: /etc/hello.conf changed'] },
+      ]);
+      expect(await reloads()).toBe(before + 1);
+      expect(await show('hello', 'MainPID')).toBe(pid);
+      // Both changed: restarted, not reloaded as well.
+      const third = await declare(declared('c', 'b'), `${node}: hello.conf and hello-main.conf changed`);
+      const restarted = await reportWhere((r) => r.commit === third, `for ${third.slice(0, 12)}`);
+      expect(restarted.resources.at(-1)).toEqual({ id: 'service:hello', result: 'updated', changes: ['restarted: /etc/hello-main.conf changed'] });
+      expect(await reloads()).toBe(before + 1);
+      expect(await show('hello', 'MainPID')).not.toBe(pid);
+      expect(await active('hello')).toBe('active');
+      // As the scenarios after this one expect it.
+      const back = await declare(helloResources, `${node}: hello as it was`);
+      expect((await reportWhere((r) => r.commit === back, `for ${back.slice(0, 12)}`)).outcome).toBe('applied');
+    });
+
     it('a declared good version from `serve --packages` is installed and self-tested, the old host exits, systemd starts the new one, which completes a pass and marks itself last good', async (ctx) => {
       const m = machine(ctx);
       const before = await show('mesh-host', 'MainPID');
