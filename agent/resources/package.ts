@@ -1,9 +1,10 @@
 /**
  * `package`: one Debian package, at an exact `version`, at any version (`ensure: present`, the
  * default) or absent (with `purge`, its configuration files too), through the machine's real
- * apt-get and dpkg (see apt.ts for how they are kept under the root). Reading asks only the root's dpkg database, so a pass with nothing to
- * change runs no apt at all; the package lists are refreshed only when they are missing, older
- * than the sources, or do not know the version asked for. Un-declaring: a package that was
+ * apt-get and dpkg (see apt.ts for how they are kept under the root). Reading asks only the root's
+ * dpkg database, so a pass with nothing to change runs no apt at all; the package lists are
+ * refreshed only when they are missing, older than the sources, or do not know the version asked
+ * for. Un-declaring: a package that was
  * installed before the host took it over stays installed and gets its earlier version back
  * (when that version can still be had); a package the host installed is removed.
  *

@@ -58,14 +58,14 @@ export async function ensureIdentity(paths: HostPaths, now: Date): Promise<strin
 /**
  * Resource `id` rendered with the values of its own secrets (`names`) and the stand-ins of the
  * rest, when a render with every value failed: a value can make what its stand-in did not (a
- * password that is no hash), and only the resources that read it fail then. A failure is the
- * text that says where and why, with every value masked.
+ * password that is no hash), and only the resources that read it fail then. A failure says where
+ * and why, with every value masked.
  */
-async function withOwnValues(tree: TreeReader, place: NodePlace, opts: LoadOptions, values: Record<string, string>, names: string[], id: string): Promise<Resource | string | undefined> {
+async function withOwnValues(tree: TreeReader, place: NodePlace, opts: LoadOptions, values: Record<string, string>, names: string[], id: string): Promise<{ resource?: Resource; why?: string }> {
   const own = Object.fromEntries(names.map((n) => [n, values[n]!]));
   const rendered = await renderDeclaration(tree, place, opts.facts, own);
-  if (!rendered.ok) return `: ${masked(rendered.problems.map(problemText).join('; '), Object.values(values))}`;
-  return rendered.declaration.resources.find((r) => resourceId(r) === id);
+  if (!rendered.ok) return { why: masked(rendered.problems.map(problemText).join('; '), Object.values(values)) };
+  return { resource: rendered.declaration.resources.find((r) => resourceId(r) === id) };
 }
 
 /** A new identity for this node (enrolment), not written yet. */
@@ -110,8 +110,8 @@ export async function reveal(paths: HostPaths, tree: TreeReader, node: string, o
       failed.push({ id, result: 'failed', error: closed.map((name) => notForThisNode(name, secrets.get(name))).join('; ') });
       continue;
     }
-    const real = all?.ok || place === null ? byId.get(id) : await withOwnValues(tree, place, opts, values, names, id);
-    if (typeof real === 'string' || real === undefined) failed.push({ id, result: 'failed', error: `its secrets could not be rendered with their values${real ?? ''}` });
+    const { resource: real, why } = all?.ok || place === null ? { resource: byId.get(id) } : await withOwnValues(tree, place, opts, values, names, id);
+    if (real === undefined) failed.push({ id, result: 'failed', error: `its secrets could not be rendered with their values${why ? `: ${why}` : ''}` });
     else resources.push(markSensitive({ ...real }));
   }
   return { resources, failed, values: Object.values(values) };
