@@ -82,7 +82,7 @@ export async function preview(resources: Resource[], store: Store, ctx: Resource
     if (step.action === 'change') lines.push(change(step, observed.get(step.id) ?? null));
     else inSync++;
     const watched = watchedChanges(handler.watches?.(step.resource) ?? [], changingPaths);
-    const says = watched.length > 0 && handler.refresh ? (handler.wouldRefresh ? handler.wouldRefresh(step.resource, watched, ctx) : 'a pass would restart it') : null;
+    const says = watched.length > 0 && handler.refresh ? (handler.wouldRefresh ? handler.wouldRefresh(step.resource, watched, ctx, observed.get(step.id) ?? null) : 'a pass would restart it') : null;
     if (says) lines.push({ id: step.id, action: 'refresh', changes: [`${watched.join(', ')} would change: ${says}`] });
   }
   ctx.debug?.({ lines: lines.length, inSync, problems: problems.length, ms: Math.round(performance.now() - started!) }, 'previewed');

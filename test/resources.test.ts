@@ -536,9 +536,10 @@ describe('service', () => {
       throw new Error('this pass loads nothing');
     };
     const load: Loaders = { parser: none, storeChecks: none, readConfig: none, hostUpgrade: none };
-    const ctx = { ...passContext({ root, exec: processRunner(process.env), now: () => new Date(), faults: noFaults, load }, 'mesh-host'), systemd };
     const store = openStore(join(root, 'var/lib/mesh-host/store.json'));
     return async (resources) => {
+      // Each pass its own context, as the host opens one a pass.
+      const ctx = { ...passContext({ root, exec: processRunner(process.env), now: () => new Date(), faults: noFaults, load }, 'mesh-host'), systemd };
       const { observed } = await observe(resources, ctx);
       return applyPlan(plan(resources, store.data.owned, observed, (r, o) => handlerFor(r).diff(r, o)), observed, store, ctx);
     };
@@ -590,7 +591,7 @@ describe('service', () => {
     ]);
   });
 
-  it('with a running systemd (simulated in-process: none runs in this container) a watched change restarts the service', async () => {
+  it('with a running systemd (simulated in-process: none runs in this container) a watched change restarts the service, unless the pass started it (with the new file)', async () => {
     const root = withUnit(machine());
     const calls: string[] = [];
     let active = false;
@@ -606,14 +607,18 @@ describe('service', () => {
       ];
       return run(resources);
     };
-    await pass('a\n');
-    expect(calls).toEqual(['start demo', 'restart demo']);
+    expect(said(await pass('a\n'))).toEqual(['file:/etc/demo.conf created (absent, should be a file)', 'service:demo updated (disabled → enabled; stopped → running)']);
+    expect(calls).toEqual(['start demo']);
     expect(await pass('a\n')).toEqual([{ id: 'file:/etc/demo.conf', result: 'unchanged' }, { id: 'service:demo', result: 'unchanged' }]);
     expect(await pass('b\n')).toEqual([
       { id: 'file:/etc/demo.conf', result: 'updated', changes: ['content differs'] },
       { id: 'service:demo', result: 'updated', changes: ['restarted: /etc/demo.conf changed'] },
     ]);
-    expect(calls).toEqual(['start demo', 'restart demo', 'restart demo']);
+    expect(calls).toEqual(['start demo', 'restart demo']);
+    // Stopped by hand, then its file changed: started with the new file, not restarted as well.
+    active = false;
+    expect(said(await pass('c\n'))).toEqual(['file:/etc/demo.conf updated (content differs)', 'service:demo updated (stopped → running)']);
+    expect(calls).toEqual(['start demo', 'restart demo', 'start demo']);
   });
 
   it('a change to a file in reloadOn reloads a running service (systemctl reload), not a stopped one; one in restartOn too restarts it instead', async () => {
@@ -639,6 +644,16 @@ describe('service', () => {
     // Stopped (and declared so): nothing to reload; it reads the new file when it starts.
     expect(said(await pass('d\n', 'b\n', false))).toEqual(['file:/etc/demo.conf unchanged', 'file:/etc/demo-site.conf updated (content differs)', 'service:demo updated (running → stopped)']);
     expect(calls).toEqual(['reload demo', 'restart demo', 'stop demo']);
+  });
+
+  it('--noop says a watched change would restart or reload a running service, and nothing more of one the pass would start', () => {
+    const r: Resource = { type: 'service', name: 'demo', running: true, restartOn: ['/etc/a.conf'], reloadOn: ['/etc/b.conf'] };
+    const systemd: ServiceManager = { isActive: async () => true, control: async () => undefined };
+    const ctx = { systemd } as unknown as Parameters<NonNullable<ReturnType<typeof handlerFor>['wouldRefresh']>>[2];
+    const would = (changed: string[], running: boolean) => handlerFor(r).wouldRefresh!(r, changed, ctx, { enabled: 'enabled', running });
+    expect(would(['/etc/a.conf', '/etc/b.conf'], true)).toBe('a pass would restart it');
+    expect(would(['/etc/b.conf'], true)).toBe('a pass would reload it (when it runs)');
+    expect(would(['/etc/a.conf'], false)).toBeNull();
   });
 
   it('needs its unit file when the fleet declares it: written first wherever declared; a changed one is read again (daemon-reload), and restarts it only through restartOn', async () => {

@@ -80,11 +80,13 @@ export interface PassCache {
   dirsToSync: Set<string>;
   /** The paths the pass's declaration names (apply.ts observe): what a purged directory keeps. */
   declared: Set<string>;
+  /** The units this pass started (service.ts): a change they watch does not restart or reload them as well. */
+  started: Set<string>;
 }
 
 /** The caches of a new pass: empty. */
 export function newPass(): PassCache {
-  return { realDirs: new Set(), realChains: new Set(), idTables: new Map(), writes: new WriteBatch(), dirsToSync: new Set(), declared: new Set() };
+  return { realDirs: new Set(), realChains: new Set(), idTables: new Map(), writes: new WriteBatch(), dirsToSync: new Set(), declared: new Set(), started: new Set() };
 }
 
 /** The context of one pass of the host given by `host`. */
@@ -155,8 +157,8 @@ export interface Handler<R extends Resource = Resource> {
   watches?(r: R): string[];
   /** React to changed watched paths (restart a service): what was done, and why it is unverified when it could not be checked; null when nothing was. */
   refresh?(r: R, ctx: ResourceContext, changed: string[]): Promise<{ change: string; unverified?: string } | null>;
-  /** With `refresh`: what it would do for `changed`, for `--noop`, without doing it; null when nothing. Without it: a restart. */
-  wouldRefresh?(r: R, changed: string[], ctx: ResourceContext): string | null;
+  /** With `refresh`: what it would do for `changed` (`now`: `r` as observed before the pass), for `--noop`, without doing it; null when nothing. Without it: a restart. */
+  wouldRefresh?(r: R, changed: string[], ctx: ResourceContext, now: Observed): string | null;
 
   /**
    * An action rather than a state (a command): never owned, never undone, and taken in its

@@ -78,7 +78,10 @@ async function readState(ctx: ServiceContext, unit: string): Promise<ServiceStat
 async function converge(ctx: ServiceContext, unit: string, want: { enabled?: boolean; running?: boolean }, now: ServiceState): Promise<void> {
   if (want.enabled !== undefined && want.enabled !== isEnabled(now.enabled)) await systemctl(ctx, [want.enabled ? 'enable' : 'disable', '--', unit], true);
   const systemd = systemdFor(ctx);
-  if (want.running !== undefined && !systemd.absent && want.running !== now.running) await systemd.control(want.running ? 'start' : 'stop', unit);
+  if (want.running !== undefined && !systemd.absent && want.running !== now.running) {
+    await systemd.control(want.running ? 'start' : 'stop', unit);
+    if (want.running) ctx.pass.started.add(unit);
+  }
 }
 
 /** Why `r` cannot be fully verified here (declares `running` without a running systemd); undefined when it can. */
@@ -93,8 +96,12 @@ export function serviceUnverifiable(r: ServiceResource, ctx: ServiceContext): st
  * reloaded: it reads the new files when it starts); without a running systemd it only says what
  * was requested. When only its unit file or a drop-in of it changed (declared, in neither list),
  * systemd reads them again and the service is neither restarted nor reloaded: the lists say when.
+ * A service this pass started is neither: it started with the new files (which it needs, so they
+ * were written first).
  */
 export async function restartService(r: ServiceResource, ctx: ServiceContext, changed: string[]): Promise<{ change: string; unverified?: string } | null> {
+  // Started by this pass, after what it watches was written (a service needs those files): it runs them already. Puppet unschedules such a refresh too.
+  if (ctx.pass.started.has(r.name)) return null;
   const systemd = systemdFor(ctx);
   const because = (list: string[] | undefined) => `${changed.filter((p) => list?.includes(p)).join(', ')} changed`;
   const verb = changed.some((p) => r.restartOn?.includes(p)) ? 'restart' : changed.some((p) => r.reloadOn?.includes(p)) ? 'reload' : null;
@@ -122,7 +129,8 @@ export const serviceHandler: Handler<ServiceResource> = {
   unverifiable: serviceUnverifiable,
   watches: (r) => [...new Set([unitFile(r.name), dropInDir(r.name), ...(r.restartOn ?? []), ...(r.reloadOn ?? [])])],
   refresh: restartService,
-  wouldRefresh: (r, changed, ctx) => {
+  wouldRefresh: (r, changed, ctx, now) => {
+    if (r.running === true && (now as ServiceState | null)?.running === false) return null; // started by the pass, with the new files
     if (changed.some((p) => r.restartOn?.includes(p))) return 'a pass would restart it';
     if (changed.some((p) => r.reloadOn?.includes(p))) return 'a pass would reload it (when it runs)';
     return systemdFor(ctx).absent ? null : 'a pass would have systemd read its unit files again (daemon-reload; restartOn says when it restarts)';
