@@ -591,14 +591,20 @@ describe('service', () => {
     ]);
   });
 
+  /** A running systemd simulated in-process (none runs in this container): what it was asked to do, and whether the unit is active. */
+  function simulated(active: boolean) {
+    const sim = { calls: [] as string[], active };
+    const systemd: ServiceManager = {
+      isActive: async () => sim.active,
+      control: async (verb, unit) => void (sim.calls.push(`${verb} ${unit}`), (sim.active = verb !== 'stop')),
+    };
+    return { sim, systemd };
+  }
+
   it('with a running systemd (simulated in-process: none runs in this container) a watched change restarts the service, unless the pass started it (with the new file)', async () => {
     const root = withUnit(machine());
-    const calls: string[] = [];
-    let active = false;
-    const systemd: ServiceManager = {
-      isActive: async () => active,
-      control: async (verb, unit) => void (calls.push(`${verb} ${unit}`), (active = verb !== 'stop')),
-    };
+    const { sim, systemd } = simulated(false);
+    const calls = sim.calls;
     const run = inProcess(root, systemd);
     const pass = async (content: string) => {
       const resources: Resource[] = [
@@ -616,19 +622,15 @@ describe('service', () => {
     ]);
     expect(calls).toEqual(['start demo', 'restart demo']);
     // Stopped by hand, then its file changed: started with the new file, not restarted as well.
-    active = false;
+    sim.active = false;
     expect(said(await pass('c\n'))).toEqual(['file:/etc/demo.conf updated (content differs)', 'service:demo updated (stopped → running)']);
     expect(calls).toEqual(['start demo', 'restart demo', 'start demo']);
   });
 
   it('a change to a file in reloadOn reloads a running service (systemctl reload), not a stopped one; one in restartOn too restarts it instead', async () => {
     const root = withUnit(machine());
-    const calls: string[] = [];
-    let active = true;
-    const systemd: ServiceManager = {
-      isActive: async () => active,
-      control: async (verb, unit) => void (calls.push(`${verb} ${unit}`), (active = verb !== 'stop')),
-    };
+    const { sim, systemd } = simulated(true);
+    const calls = sim.calls;
     const run = inProcess(root, systemd);
     const pass = (site: string, main: string, running = true) =>
       run([
