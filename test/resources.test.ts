@@ -23,7 +23,7 @@ import type { HostConfig } from '../agent/config.js';
 import { buildReport } from '../agent/report.js';
 import type { Resource } from '../schema/declaration.js';
 import type { ResourceResult } from '../schema/report.js';
-import { hostCmd, newMachine, runProgram } from './helpers/fleet.js';
+import { hostCmd, MESH_HOST, newMachine, runProgram } from './helpers/fleet.js';
 import { snapshot } from './helpers/snapshot.js';
 import { writeAccounts } from './helpers/accounts.js';
 import { tempDirs } from './helpers/tmp.js';
@@ -451,24 +451,34 @@ describe('user', () => {
     expect(etcLine(root, 'passwd', 'alice')).toBe('alice:x:2500:3000::/home/alice:/bin/bash');
   });
 
-  it('sets its comment and password hash, repairs them when changed by hand, and never shows the hash', async () => {
+  it('sets its comment and password hash, repairs them when changed by hand, and never shows the hash, on a command line either', async () => {
     const hash = '$6$meshsalt$u8jsb1/K9dnE8n3tQPwbHYDR2yRzOVqbpy6.h7lWkFM.5nPM1Copm7C0lZ1dLomFFurj7cIfnXoKNsotqJIxk.';
     const other = '$6$othersalt$EZtx4LFMZqJqpkDzicWTmsiow8KfL5uBgpazHAMx8kV.YQmlwOahpKARkeznLitkLjAyLHFY0Xn8S/r8bRpD/1';
     const declared = (comment: string) => `${alice()}    comment: ${comment}\n    password: '${hash}'\n` + `  - type: user\n    name: ops\n    password: '${hash}'\n`;
     const root = machine();
-    const created = await apply(root, declared('Alice Liddell'));
-    expect(created.body.resources.map((l) => `${l.id} ${l.result}`)).toEqual(['group:web created', 'user:alice created', 'user:ops updated']);
-    expect(lineOf(created.body, 'user:ops')!.changes).toEqual(['password changed']);
+    // The shadow tools the host runs, each command line logged (as any local user could read it in /proc).
+    const shims = join(root, '..', 'shims');
+    mkdirSync(shims);
+    const log = join(root, '..', 'argv.log');
+    for (const tool of ['useradd', 'usermod', 'userdel', 'groupadd', 'chpasswd']) {
+      writeFileSync(join(shims, tool), `#!/bin/sh\necho "${tool} $*" >> ${log}\nexec /usr/sbin/${tool} "$@"\n`, { mode: 0o755 });
+    }
+    const pass = async (resources: string) => {
+      const run = await runProgram('node', [MESH_HOST, 'apply', '--bundle', bundleWith(root, resources), '--json', '--root', root], root, { PATH: `${shims}:${process.env.PATH}` });
+      expect(run.stdout + run.stderr).not.toContain('$6$');
+      return JSON.parse(run.stdout) as Body;
+    };
+    const created = await pass(declared('Alice Liddell'));
+    expect(created.resources.map((l) => `${l.id} ${l.result}`)).toEqual(['group:web created', 'user:alice created', 'user:ops updated']);
+    expect(lineOf(created, 'user:ops')!.changes).toEqual(['password changed']);
     expect(etcLine(root, 'passwd', 'alice')).toBe('alice:x:2500:3000:Alice Liddell:/home/alice:/bin/bash');
     expect(etcLine(root, 'shadow', 'alice')!.split(':')[1]).toBe(hash);
     expect(etcLine(root, 'shadow', 'ops')!.split(':')[1]).toBe(hash);
-    expect((await apply(root, declared('Alice Liddell'))).body.resources.map((l) => l.result)).toEqual(['unchanged', 'unchanged', 'unchanged']);
+    expect((await pass(declared('Alice Liddell'))).resources.map((l) => l.result)).toEqual(['unchanged', 'unchanged', 'unchanged']);
     expect((await onRoot(root, 'usermod', '--password', other, '--comment', 'somebody', 'alice')).code).toBe(0);
-    const repaired = await hostCmd(root, 'apply', '--bundle', join(root, '..', 'root-bundle'), '--json');
-    const body = JSON.parse(repaired.stdout) as Body;
-    expect(lineOf(body, 'user:alice')).toEqual({ id: 'user:alice', result: 'updated', changes: ['comment "somebody" → "Alice Liddell"', 'password changed'], drift: true });
+    const repaired = await pass(declared('Alice Liddell'));
+    expect(lineOf(repaired, 'user:alice')).toEqual({ id: 'user:alice', result: 'updated', changes: ['comment "somebody" → "Alice Liddell"', 'password changed'], drift: true });
     expect(etcLine(root, 'shadow', 'alice')!.split(':')[1]).toBe(hash);
-    expect(repaired.stdout + repaired.stderr).not.toContain('$6$');
     // The store keeps what ops had before (to put it back); the report's copy of the owned set carries no hash.
     const store = openStore(join(root, 'var/lib/mesh-host/store.json'));
     expect(store.owned('user:ops')?.resource.password).toBe(hash);
@@ -477,10 +487,12 @@ describe('user', () => {
     expect(report.owned.map((o) => o.id)).toEqual(['group:web', 'user:alice', 'user:ops']);
     expect(JSON.stringify(report)).not.toContain('$6$');
     // Un-declared, ops gets the hash it had before back (none: !).
-    const undeclared = await apply(root, alice());
-    expect(lineOf(undeclared.body, 'user:ops')).toEqual({ id: 'user:ops', result: 'restored', changes: ['restored user ops: password changed'] });
+    const undeclared = await pass(alice());
+    expect(lineOf(undeclared, 'user:ops')).toEqual({ id: 'user:ops', result: 'restored', changes: ['restored user ops: password changed'] });
     expect(etcLine(root, 'shadow', 'ops')!.split(':')[1]).toBe('!');
-    expect(JSON.stringify(undeclared.body)).not.toContain('$6$');
+    const argv = readFileSync(log, 'utf8');
+    expect(argv.split('\n').filter((l) => l.startsWith('chpasswd'))).toEqual(Array(4).fill(`chpasswd --root ${root} --encrypted`));
+    expect(argv).not.toContain('$6$');
   });
 
   it('refuses a password that is not a hash, and a comment with a colon, naming the line', async () => {

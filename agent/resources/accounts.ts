@@ -58,15 +58,16 @@ function rows(root: string, file: string): string[][] {
 }
 
 /**
- * Run a shadow-utils tool (useradd, usermod, userdel, groupadd, groupmod, groupdel) on the
- * machine at ctx.root. `--root` makes the tool chroot into the root before it touches anything,
- * so passwd, shadow, group, gshadow, login.defs, lock files and name lookups are all the root's
- * own, and a symlink inside the root cannot lead a write out of it (`--prefix` would follow it).
+ * Run a shadow-utils tool (useradd, usermod, userdel, groupadd, groupmod, groupdel, chpasswd) on
+ * the machine at ctx.root, with `input` on its stdin. `--root` makes the tool chroot into the root
+ * before it touches anything, so passwd, shadow, group, gshadow, login.defs, lock files and name
+ * lookups are all the root's own, and a symlink inside the root cannot lead a write out of it
+ * (`--prefix` would follow it).
  */
-export async function shadowTool(ctx: ResourceContext, tool: string, args: string[]): Promise<void> {
+export async function shadowTool(ctx: ResourceContext, tool: string, args: string[], input?: string): Promise<void> {
   const root = resolve(ctx.root);
   const confined = root === '/' ? args : ['--root', root, ...args];
-  const r = await ctx.exec(tool, confined, { env: { LC_ALL: 'C' } });
+  const r = await ctx.exec(tool, confined, { env: { LC_ALL: 'C' }, ...(input !== undefined ? { input } : {}) });
   invalidateIdCache(ctx.pass); // file ownership lookups must see this change within the same pass
   if (r.code !== 0) {
     const why = r.stderr.trim().split('\n').filter((l) => !l.includes('Warning')).join('; ') || `exit code ${r.code}`;

@@ -47,7 +47,7 @@ function differences(want: Wanted, now: UserState): string[] {
   return out;
 }
 
-/** useradd/usermod options that set every field of `want` that differs from `now` (all of them when `now` is null). */
+/** useradd/usermod options that set every field of `want` that differs from `now` (all of them when `now` is null) but the password (setPassword). */
 function options(want: Wanted, now: UserState | null): string[] {
   const differs = <K extends keyof Wanted>(k: K) => want[k] !== undefined && (!now || !isDeepStrictEqual(k === 'groups' ? [...want.groups!].sort() : want[k], now[k]));
   return [
@@ -57,9 +57,17 @@ function options(want: Wanted, now: UserState | null): string[] {
     ...(differs('comment') ? ['--comment', want.comment!] : []),
     ...(differs('home') ? ['--home', want.home!] : []),
     ...(differs('shell') ? ['--shell', want.shell!] : []),
-    // As Puppet's useradd provider: the hash goes on usermod's command line, where only root and the process itself can see it for its lifetime.
-    ...(differs('password') && (now || want.password !== '') ? ['--password', want.password!] : []),
   ];
+}
+
+/**
+ * Set `name`'s password hash to `want`'s when it differs from `now`'s, through chpasswd's stdin:
+ * on a command line (`usermod --password`, as Puppet's useradd provider does it) every local
+ * user could read the hash in /proc while the tool runs.
+ */
+async function setPassword(ctx: ResourceContext, name: string, want: Wanted, now: UserState | null): Promise<void> {
+  if (want.password === undefined || want.password === (now?.password ?? '')) return;
+  await shadowTool(ctx, 'chpasswd', ['--encrypted'], `${name}:${want.password}\n`);
 }
 
 const userAccount: AccountKind<UserState> = {
@@ -69,10 +77,12 @@ const userAccount: AccountKind<UserState> = {
   differences,
   async recreate(ctx, name, before) {
     await shadowTool(ctx, 'useradd', ['--no-create-home', ...options(before, null), name]);
+    await setPassword(ctx, name, before, null);
     return `re-created user ${name} with its earlier uid, groups, home and shell${before.password === undefined ? ' (not its password)' : ', comment and password'}`;
   },
   async restore(ctx, name, before, now, changed) {
-    await shadowTool(ctx, 'usermod', [...options(before, now), name]);
+    if (options(before, now).length > 0) await shadowTool(ctx, 'usermod', [...options(before, now), name]);
+    await setPassword(ctx, name, before, now);
     return `restored user ${name}: ${changed.join('; ')}`;
   },
 };
@@ -88,6 +98,7 @@ export const userHandler = accountHandler<UserResource, UserState>(userAccount, 
     }
     if (!now) await shadowTool(ctx, 'useradd', ['--no-create-home', ...(r.system ? ['--system'] : []), ...options(r, null), r.name]);
     else if (options(r, now).length > 0) await shadowTool(ctx, 'usermod', [...options(r, now), r.name]);
+    await setPassword(ctx, r.name, r, now);
   },
 
   needs(r) {
