@@ -8,6 +8,8 @@ const ORDER = "mesh has no ordering fields: it puts first what a resource names 
 const WATCH = "mesh has no notify: the resource that reacts names what it watches (a service's restartOn: [/etc/app.conf] restarts it, a command's onChange: [file:/etc/app.conf] runs it)";
 const PRESENCE = 'write ensure: present or ensure: absent';
 const CHECK = "write check: [program, args..., '%'] (an argv; % is the new content's path, checked before it takes the file's place)";
+const HOME = 'mesh never makes or deletes a home behind your back: declare it as a type: directory owned by the user';
+const AUTHORIZED_KEYS = "mesh declares whole files: write the user's ~/.ssh/authorized_keys as a type: file (owner: the user, mode: \"0600\"), every key a line, and ~/.ssh as a type: directory (mode: \"0700\")";
 
 export const FOREIGN_FIELDS: Readonly<Record<string, Readonly<Record<string, string>>>> = {
   '*': { notify: WATCH, subscribe: WATCH, watch: WATCH, listen: WATCH, require: ORDER, before: ORDER, after: ORDER, requires: ORDER, depends_on: ORDER },
@@ -40,8 +42,8 @@ export const FOREIGN_FIELDS: Readonly<Record<string, Readonly<Record<string, str
   user: {
     state: PRESENCE,
     gecos: 'write comment:',
-    managehome: 'mesh never makes or deletes a home behind your back: declare it as a type: directory owned by the user',
-    create_home: 'mesh never makes or deletes a home behind your back: declare it as a type: directory owned by the user',
+    managehome: HOME,
+    create_home: HOME,
   },
   group: { state: PRESENCE },
   command: {
@@ -73,8 +75,8 @@ export const FOREIGN_TYPES: Readonly<Record<string, string>> = {
   apt: 'write type: package',
   systemd: 'write type: service',
   cron: 'mesh has no cron type: declare a type: file in /etc/cron.d/',
-  ssh_authorized_key: "mesh declares whole files: write the user's ~/.ssh/authorized_keys as a type: file (owner: the user, mode: \"0600\"), every key a line, and ~/.ssh as a type: directory (mode: \"0700\")",
-  authorized_key: "mesh declares whole files: write the user's ~/.ssh/authorized_keys as a type: file (owner: the user, mode: \"0600\"), every key a line, and ~/.ssh as a type: directory (mode: \"0700\")",
+  ssh_authorized_key: AUTHORIZED_KEYS,
+  authorized_key: AUTHORIZED_KEYS,
   host: 'mesh declares whole files: write /etc/hosts as a type: file',
   file_line: 'mesh declares whole files: write type: file with the whole content',
   mount: 'mesh has no mount type: declare a systemd mount unit as a type: file in /etc/systemd/system/ and a type: service for it',
