@@ -10,6 +10,7 @@ import { createHash, type KeyObject } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPORT_NAMESPACE, type OwnedRecord, type Report } from '../schema/report.js';
+import { BODIES } from '../core/declaration/bodies.js';
 import type { HostConfig } from './config.js';
 import type { HostPaths } from './paths.js';
 import type { FleetRepo } from './fleet/git.js';
@@ -43,10 +44,10 @@ export function buildReport(config: HostConfig, store: Store, body: ReportBody, 
   };
 }
 
-/** The owned set as the report carries it: identities and declared fields, never the prior contents of files, nor a user's password hash. */
+/** The owned set as the report carries it: identities and declared fields, never a body (a file's content, a user's password hash: what a secret may be read in) nor what was there before. */
 function recoveryCopy(record: OwnedRecord): OwnedRecord {
   const prior = record.prior ? { existed: Boolean(record.prior.existed) } : null;
-  const { content: _content, password: _password, ...resource } = record.resource;
+  const resource = Object.fromEntries(Object.entries(record.resource).filter(([field]) => !BODIES.has(field)));
   return { ...record, resource, prior };
 }
 
