@@ -9,11 +9,11 @@
 //   no-op          lstat and read every declared file and directory
 //   first apply    create the directories and files (from an empty root)
 //   drift repair   read every file, rewrite 10% and recreate 5% (scripts/bench-workload.mjs)
-// BENCH_SIZES (default 1000) and BENCH_RUNS (default 7) as for bench.mjs; medians.
+// BENCH_SIZES (default 1000), BENCH_RUNS (default 7) and BENCH_SETTLE as for bench.mjs; medians.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { measure, median } from './bench-run.mjs';
+import { measure, median, settleDeletes } from './bench-run.mjs';
 import { freshRoot, makeDrift, workload } from './bench-workload.mjs';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 7);
@@ -57,7 +57,9 @@ const script = join(work, 'floor.mjs');
 writeFileSync(script, SCRIPT);
 
 const table = [['files', 'scenario', 'floor, safe wall ms', 'cpu ms', 'floor, unsafe wall ms', 'cpu ms']];
+let filesystem;
 try {
+  filesystem = await settleDeletes(work);
   for (const n of SIZES) {
     const resources = workload(n);
     const file = join(work, `resources-${n}.json`);
@@ -89,7 +91,7 @@ try {
 }
 const widths = table[0].map((_, i) => Math.max(...table.map((r) => r[i].length)));
 for (const r of table) console.log(r.map((c, i) => (i < 2 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  '));
-console.log(`median of ${RUNS} runs`);
+console.log(`median of ${RUNS} runs${filesystem?.journalLessExt4 ? `; on ext4 without a journal, ${filesystem.settledSeconds > 0 ? `from ${filesystem.settledSeconds} s after it was written out` : 'at once (BENCH_SETTLE=0)'}` : ''}`);
 
 function f(x) {
   return Number.isFinite(x) ? x.toFixed(0) : '-';

@@ -2,8 +2,8 @@
 // of content, mode 0644) spread over N/10 `directory` resources (mode 0755) directly under
 // /srv of a private root, and the drift made before each drift-repair run (10% of the files
 // get other content, another 5% are deleted).
-import { mkdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 
 /** The hostname of every bench machine (its /etc/hostname), which the templated workload reads as a fact. */
 export const HOSTNAME = 'bench-host';
@@ -64,9 +64,21 @@ export function writeCfPolicy(file, root, resources) {
   writeFileSync(file, out.join('\n') + '\n');
 }
 
-/** A new, empty machine root (the folders every Debian machine has). */
+/** Roots freshRoot has moved aside in this process (their names in the trash). */
+let trashed = 0;
+
+/**
+ * A new, empty machine root (the folders every Debian machine has). A root already at `root`
+ * is moved into `.trash/` beside it rather than deleted: on ext4 without a journal every file
+ * made in the next minutes would pay for its deleted files (bench-run.mjs `settleDeletes`).
+ * The trash goes with the bench's work folder, when the bench ends.
+ */
 export function freshRoot(root) {
-  rmSync(root, { recursive: true, force: true });
+  if (existsSync(root)) {
+    const trash = join(dirname(root), '.trash');
+    mkdirSync(trash, { recursive: true });
+    renameSync(root, join(trash, `${basename(root)}-${++trashed}`));
+  }
   for (const d of ['etc', 'srv', 'var/lib', 'tmp']) mkdirSync(join(root, d), { recursive: true });
   writeFileSync(join(root, 'etc/hostname'), `${HOSTNAME}\n`);
 }

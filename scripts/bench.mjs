@@ -23,6 +23,10 @@
 // directory that changed (once per pass) and its store when the pass changed anything;
 // a pass that changes nothing writes nothing. And mesh keeps a store of what it owns and what
 // was there before; cf-agent keeps no such record.
+// Every root lives in the bench's own folder of os.tmpdir(); a run's fresh root moves the last
+// one aside, and all are deleted when the bench ends. On ext4 without a journal, where a file
+// made costs more for every file deleted in the minutes before, the bench first writes the
+// filesystem out and waits 61 s (bench-run.mjs settleDeletes; BENCH_SETTLE=SECONDS).
 // Wall time is from spawn to exit; peak RSS and CPU come from the kernel (wait4 via GNU time).
 // Both run with the environment their units give them (bench-run.mjs UNIT_ENV: PATH and LANG),
 // not the shell's.
@@ -41,7 +45,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { languageCost, languageRows } from './bench-language.mjs';
-import { measure, median, UNIT_ENV } from './bench-run.mjs';
+import { measure, median, settleDeletes, UNIT_ENV } from './bench-run.mjs';
 import { freshRoot, makeDrift, workload, writeCfPolicy, writeMeshBundle } from './bench-workload.mjs';
 
 const top = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -126,6 +130,7 @@ function findCfAgent() {
 
 const results = { at: new Date().toISOString(), machine: { cpus: cpus().length, model: cpus()[0]?.model, loadavg: loadavg() }, runs: RUNS, cfAgent: CF, sizes: {} };
 try {
+  results.filesystem = await settleDeletes(work);
   for (const n of SIZES) {
     const resources = workload(n);
     const measured = await benchTools([meshTool(String(n), resources), ...(CF ? [cfTool(n, resources)] : [])], resources);
@@ -168,6 +173,12 @@ if (LANGUAGE.length) {
   table(languageRows(results.language), 3);
 }
 results.loadavgAfter = loadavg();
-console.log(`\nmedian of ${RUNS} runs; ${results.machine.cpus} cpus, load average ${results.machine.loadavg.map((l) => l.toFixed(1)).join(' ')} at the start, ${results.loadavgAfter.map((l) => l.toFixed(1)).join(' ')} at the end; environment ${Object.keys(UNIT_ENV).join(', ')} (as under systemd)${CF ? '' : '; cf-agent not installed (Debian package cfengine3)'}`);
+console.log(`\nmedian of ${RUNS} runs; ${results.machine.cpus} cpus, load average ${results.machine.loadavg.map((l) => l.toFixed(1)).join(' ')} at the start, ${results.loadavgAfter.map((l) => l.toFixed(1)).join(' ')} at the end; environment ${Object.keys(UNIT_ENV).join(', ')} (as under systemd)${settled(results.filesystem)}${CF ? '' : '; cf-agent not installed (Debian package cfengine3)'}`);
 mkdirSync(join(top, 'bench-results'), { recursive: true });
 writeFileSync(join(top, 'bench-results/bench.json'), JSON.stringify(results, null, 2) + '\n');
+
+/** What the footer says of the filesystem the runs made their files on. */
+function settled(fs) {
+  if (!fs?.journalLessExt4) return '';
+  return fs.settledSeconds > 0 ? `; files made on ext4 without a journal, measured from ${fs.settledSeconds} s after it was written out` : '; files made on ext4 without a journal, measured at once (BENCH_SETTLE=0): files deleted just before the bench may have slowed those it made';
+}
