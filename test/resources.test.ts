@@ -493,6 +493,12 @@ describe('user', () => {
     const argv = readFileSync(log, 'utf8');
     expect(argv.split('\n').filter((l) => l.startsWith('chpasswd'))).toEqual(Array(4).fill(`chpasswd --root ${root} --encrypted`));
     expect(argv).not.toContain('$6$');
+    // Declared again, deleted by hand, then un-declared: ops is made again as it was before, its hash with it.
+    await pass(declared('Alice Liddell'));
+    expect((await onRoot(root, 'userdel', 'ops')).code).toBe(0);
+    const remade = await pass(alice());
+    expect(lineOf(remade, 'user:ops')).toEqual({ id: 'user:ops', result: 'restored', changes: ['re-created user ops with its earlier uid, groups, home, shell, comment and password'] });
+    expect(etcLine(root, 'shadow', 'ops')!.split(':')[1]).toBe('!');
   });
 
   it('refuses a password that is not a hash, and a comment with a colon, naming the line', async () => {

@@ -78,7 +78,7 @@ const userAccount: AccountKind<UserState> = {
   async recreate(ctx, name, before) {
     await shadowTool(ctx, 'useradd', ['--no-create-home', ...options(before, null), name]);
     await setPassword(ctx, name, before, null);
-    return `re-created user ${name} with its earlier uid, groups, home and shell${before.password === undefined ? ' (not its password)' : ', comment and password'}`;
+    return `re-created user ${name} with its earlier uid, groups, home${before.password === undefined ? ' and shell (not its password)' : ', shell, comment and password'}`;
   },
   async restore(ctx, name, before, now, changed) {
     if (options(before, now).length > 0) await shadowTool(ctx, 'usermod', [...options(before, now), name]);
